@@ -1,0 +1,78 @@
+package v1alpha1
+
+// Condition types. Every condition is a metav1.Condition whose
+// ObservedGeneration says which generation it describes.
+const (
+	// ConditionScheduled (MyApp): the scheduler placed every replica.
+	ConditionScheduled = "Scheduled"
+	// ConditionApplied (MyApp, Work): the member applied the desired
+	// objects (for a MyApp: every target member did).
+	ConditionApplied = "Applied"
+	// ConditionAvailable (MyApp, Work): at least the desired replicas are
+	// available.
+	ConditionAvailable = "Available"
+	// ConditionProgressing (MyApp, Work): a change is still rolling out.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded (MyApp, Work): something is wrong that waiting alone
+	// may not fix; the message says what and where.
+	ConditionDegraded = "Degraded"
+	// ConditionReady (MyApp): scheduled, applied everywhere, and every
+	// desired replica ready. (MemberCluster): the cluster is healthy and
+	// its agent heartbeats.
+	ConditionReady = "Ready"
+	// ConditionConnected (MemberCluster): an agent holds a stream now.
+	ConditionConnected = "Connected"
+)
+
+// Condition reasons.
+const (
+	// ReasonScheduled: every replica has a cluster.
+	ReasonScheduled = "Scheduled"
+	// ReasonUnschedulable: no cluster fits; the message names, cluster by
+	// cluster, the filter that removed it.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonSpreadConstraintsNotMet: too few groups are eligible.
+	ReasonSpreadConstraintsNotMet = "SpreadConstraintsNotMet"
+
+	// ReasonApplied: the member applied the objects.
+	ReasonApplied = "Applied"
+	// ReasonApplyFailed: applying failed; the message is the member's.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonNotOwned: an object of the same name exists in the member and
+	// Flotilla does not own it, so it was left alone.
+	ReasonNotOwned = "NotOwned"
+	// ReasonWaitingForMember: the Work is written but the member has not
+	// reported on this generation yet.
+	ReasonWaitingForMember = "WaitingForMember"
+
+	// ReasonAvailable: the desired replicas are available.
+	ReasonAvailable = "Available"
+	// ReasonUnavailable: fewer replicas are available than desired.
+	ReasonUnavailable = "Unavailable"
+	// ReasonRollingOut: replicas of the new template are being rolled out.
+	ReasonRollingOut = "RollingOut"
+	// ReasonComplete: the last change rolled out everywhere.
+	ReasonComplete = "Complete"
+	// ReasonProgressDeadlineExceeded: a member Deployment stopped making
+	// progress (the Deployment controller's own reason).
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonClusterLost: a target cluster is unreachable.
+	ReasonClusterLost = "ClusterLost"
+	// ReasonFailedOver: replicas were moved away from a lost cluster.
+	ReasonFailedOver = "FailedOver"
+	// ReasonAsExpected: nothing is wrong.
+	ReasonAsExpected = "AsExpected"
+	// ReasonReady and ReasonNotReady describe the Ready condition.
+	ReasonReady    = "Ready"
+	ReasonNotReady = "NotReady"
+
+	// ReasonHeartbeating: the agent heartbeats (MemberCluster Ready).
+	ReasonHeartbeating = "Heartbeating"
+	// ReasonHeartbeatMissed: no heartbeat within the grace period.
+	ReasonHeartbeatMissed = "HeartbeatMissed"
+	// ReasonNeverConnected: no agent has connected yet.
+	ReasonNeverConnected = "NeverConnected"
+	// ReasonStreamOpen and ReasonStreamClosed describe Connected.
+	ReasonStreamOpen   = "StreamOpen"
+	ReasonStreamClosed = "StreamClosed"
+)

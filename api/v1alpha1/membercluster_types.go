@@ -1,0 +1,115 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SyncMode is how a member receives its Works.
+// +kubebuilder:validation:Enum=Pull
+type SyncMode string
+
+// SyncModePull: an agent in the member holds a gRPC stream to the hub.
+const SyncModePull SyncMode = "Pull"
+
+// MemberClusterSpec describes a member cluster.
+type MemberClusterSpec struct {
+	// Provider is the cloud or platform, e.g. aws, gcp, onprem.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Provider string `json:"provider,omitempty"`
+	// Region is the cluster's region.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Region string `json:"region,omitempty"`
+	// Zone is the cluster's zone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+	// Taints keep apps without a matching toleration away. The hub manages
+	// the flotilla.dev/unreachable taint itself.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Taints []corev1.Taint `json:"taints,omitempty"`
+	// SyncMode is Pull: the member's agent connects to the hub.
+	// +kubebuilder:default=Pull
+	// +optional
+	SyncMode SyncMode `json:"syncMode,omitempty"`
+}
+
+// MemberClusterStatus is the member as the hub last heard of it.
+type MemberClusterStatus struct {
+	// Conditions: Ready and Connected.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastHeartbeatTime is when the agent was last heard from.
+	// +optional
+	LastHeartbeatTime *metav1.Time `json:"lastHeartbeatTime,omitempty"`
+	// Agent describes the connected agent.
+	// +optional
+	Agent *AgentInfo `json:"agent,omitempty"`
+	// KubernetesVersion is the member apiserver's version.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Resources summarises the member's capacity, for dynamic weighting.
+	// +optional
+	Resources *ResourceSummary `json:"resources,omitempty"`
+}
+
+// AgentInfo describes a member's agent.
+type AgentInfo struct {
+	// Version of the agent binary.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Identity is the identity proven by its client certificate.
+	// +optional
+	Identity string `json:"identity,omitempty"`
+	// Instance names the agent replica holding the stream (its pod or host).
+	// +optional
+	Instance string `json:"instance,omitempty"`
+}
+
+// ResourceSummary sums capacity over the member's Ready, schedulable nodes.
+type ResourceSummary struct {
+	// Allocatable is the nodes' allocatable cpu, memory and pods.
+	// +optional
+	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	// Allocated is what the pods on those nodes request.
+	// +optional
+	Allocated corev1.ResourceList `json:"allocated,omitempty"`
+	// Nodes is the number of nodes counted.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+}
+
+// MemberCluster is one member cluster as the hub sees it. Its name is the
+// cluster's identity: agents prove it with their client certificate.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=mc,categories=flotilla
+// +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 46 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1123 label of at most 46 characters"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
+// +kubebuilder:printcolumn:name="Region",type=string,JSONPath=`.spec.region`
+// +kubebuilder:printcolumn:name="Zone",type=string,JSONPath=`.spec.zone`,priority=1
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
+// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.lastHeartbeatTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MemberCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   MemberClusterSpec   `json:"spec,omitempty"`
+	Status MemberClusterStatus `json:"status,omitempty"`
+}
+
+// MemberClusterList is a list of MemberClusters.
+// +kubebuilder:object:root=true
+type MemberClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MemberCluster `json:"items"`
+}

@@ -1,0 +1,373 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MyAppSpec is what the user wants to run and where.
+type MyAppSpec struct {
+	// Image is the container image, e.g. registry.example.com/team/web:1.2.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.matches('\\\\s')",message="image must not contain white space"
+	Image string `json:"image"`
+
+	// Replicas is the total number of replicas when Divided, or the number
+	// per cluster when Duplicated.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Template holds the parts of the pod template that may be set. Its
+	// resource requests drive dynamic weighting.
+	// +optional
+	Template *PodTemplate `json:"template,omitempty"`
+
+	// TargetNamespace is the namespace in each member that the Deployment is
+	// created in; it defaults to the MyApp's own namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+
+	// Placement says which clusters may run the app and how replicas are
+	// shared among them.
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
+
+	// Overrides change the rendered Deployment for the clusters they select,
+	// applied in list order after scheduling.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Overrides []ClusterOverride `json:"overrides,omitempty"`
+
+	// Failover says what happens to replicas on a cluster that is lost and
+	// whether they come back when it recovers.
+	// +optional
+	Failover *FailoverPolicy `json:"failover,omitempty"`
+
+	// Rollout says how a change to what runs reaches the clusters.
+	// +optional
+	Rollout *RolloutPolicy `json:"rollout,omitempty"`
+}
+
+// PodTemplate is the subset of a pod template a MyApp can set. The hub
+// renders one container named "app" from it and spec.image.
+type PodTemplate struct {
+	// Labels are added to the pods (the selector labels always win).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are added to the pods.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Command overrides the image's entrypoint.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Command []string `json:"command,omitempty"`
+	// Args are the container's arguments.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Args []string `json:"args,omitempty"`
+	// Ports the container listens on.
+	// +optional
+	// +listType=map
+	// +listMapKey=containerPort
+	// +listMapKey=protocol
+	// +kubebuilder:validation:MaxItems=64
+	Ports []corev1.ContainerPort `json:"ports,omitempty"`
+	// Env sets environment variables.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// Resources are the container's requests and limits. Requests are what
+	// dynamic weighting divides each cluster's free capacity by.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// ClusterOverride changes the rendered Deployment for some clusters.
+// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.replicas) || has(self.env)",message="an override must set at least one of image, replicas and env"
+type ClusterOverride struct {
+	// Name identifies the override in the list.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// TargetCluster selects the clusters the override applies to.
+	TargetCluster ClusterAffinity `json:"targetCluster"`
+	// Image replaces parts of the image reference.
+	// +optional
+	Image *ImageOverride `json:"image,omitempty"`
+	// Replicas replaces the number of replicas the scheduler assigned to
+	// each selected cluster.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Env variables are set (replacing ones of the same name) in the
+	// selected clusters.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Env []corev1.EnvVar `json:"env,omitempty"`
+}
+
+// ImageOverride replaces parts of an image reference
+// [registry/]repository[:tag].
+// +kubebuilder:validation:XValidation:rule="has(self.registry) || has(self.repository) || has(self.tag)",message="an image override must set at least one of registry, repository and tag"
+type ImageOverride struct {
+	// Registry replaces the registry host (and port), e.g. mirror.example.com.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?(:[0-9]+)?$`
+	Registry string `json:"registry,omitempty"`
+	// Repository replaces the repository path, e.g. team/web.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._/-][a-z0-9]+)*$`
+	Repository string `json:"repository,omitempty"`
+	// Tag replaces the tag.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`
+	Tag string `json:"tag,omitempty"`
+}
+
+// PurgeMode says how an evicted cluster's replicas are removed.
+// +kubebuilder:validation:Enum=Immediately;Graciously;Never
+type PurgeMode string
+
+// The purge modes.
+const (
+	// PurgeImmediately deletes the evicted cluster's Work at once.
+	PurgeImmediately PurgeMode = "Immediately"
+	// PurgeGraciously keeps the evicted cluster's Work until the replacement
+	// replicas are available elsewhere, or gracePeriodSeconds pass.
+	PurgeGraciously PurgeMode = "Graciously"
+	// PurgeNever keeps the evicted cluster's Work; replacements are added
+	// elsewhere and a person cleans up.
+	PurgeNever PurgeMode = "Never"
+)
+
+// FailoverPolicy says what happens to replicas on a lost cluster and
+// whether they return when it recovers.
+type FailoverPolicy struct {
+	// ClusterUnreachable governs clusters whose agent stops heartbeating.
+	// +optional
+	ClusterUnreachable *ClusterFailover `json:"clusterUnreachable,omitempty"`
+	// Failback governs the return of replicas to a recovered cluster.
+	// +optional
+	Failback *FailbackPolicy `json:"failback,omitempty"`
+}
+
+// ClusterFailover governs failover from unreachable clusters.
+type ClusterFailover struct {
+	// TolerationSeconds is how long replicas stay on a cluster after it is
+	// tainted unreachable before they are moved. 0 moves them at once.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	TolerationSeconds *int32 `json:"tolerationSeconds,omitempty"`
+	// PurgeMode says how the lost cluster's replicas are removed.
+	// +kubebuilder:default=Graciously
+	// +optional
+	PurgeMode PurgeMode `json:"purgeMode,omitempty"`
+	// GracePeriodSeconds bounds how long a Graciously purged Work is kept
+	// waiting for its replacements.
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	GracePeriodSeconds *int32 `json:"gracePeriodSeconds,omitempty"`
+}
+
+// FailbackPolicy governs the return of replicas to a recovered cluster.
+type FailbackPolicy struct {
+	// Enabled returns replicas to a cluster they were evicted from once it
+	// has been Ready for the stabilization window.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// StabilizationWindowSeconds is how long a recovered cluster must stay
+	// Ready before replicas return; a cluster that flaps restarts the wait.
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	StabilizationWindowSeconds *int32 `json:"stabilizationWindowSeconds,omitempty"`
+}
+
+// RolloutStrategyType names how changes reach the clusters.
+// +kubebuilder:validation:Enum=All
+type RolloutStrategyType string
+
+// RolloutAll updates every cluster at once.
+const RolloutAll RolloutStrategyType = "All"
+
+// RolloutPolicy says how a change to what runs reaches the clusters. Only
+// All exists today; progressive rollouts come later.
+type RolloutPolicy struct {
+	// Strategy is All: every cluster is updated at once.
+	// +kubebuilder:default=All
+	// +optional
+	Strategy RolloutStrategyType `json:"strategy,omitempty"`
+}
+
+// MyAppStatus is what the hub decided and what the members report.
+type MyAppStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Scheduled, Applied, Available, Progressing, Degraded and
+	// Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Placement is the scheduler's current decision. It feeds the next one,
+	// which keeps decisions stable.
+	// +optional
+	Placement *PlacementDecision `json:"placement,omitempty"`
+
+	// Clusters has one entry per cluster that runs, or is losing, replicas.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Clusters []ClusterAppStatus `json:"clusters,omitempty"`
+
+	// DesiredReplicas is the sum over clusters of the assigned replicas.
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
+	// ReadyReplicas is the sum of the members' ready replicas.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// AvailableReplicas is the sum of the members' available replicas.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// UpdatedReplicas is the sum of the members' updated replicas.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// ClusterCount is the number of clusters the app is placed on.
+	// +optional
+	ClusterCount int32 `json:"clusterCount,omitempty"`
+}
+
+// PlacementDecision is the outcome of scheduling.
+type PlacementDecision struct {
+	// Clusters are the target clusters and their replicas.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Clusters []TargetCluster `json:"clusters,omitempty"`
+	// Evicted are clusters replicas were moved away from, kept so failback
+	// knows where they belong and graceful eviction knows what to keep.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Evicted []EvictedCluster `json:"evicted,omitempty"`
+	// AffinityName is the clusterAffinities group in use, if any.
+	// +optional
+	AffinityName string `json:"affinityName,omitempty"`
+	// ScheduledGeneration is the MyApp generation the decision was made for.
+	// +optional
+	ScheduledGeneration int64 `json:"scheduledGeneration,omitempty"`
+	// LastScheduleTime is when the decision last changed.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+}
+
+// TargetCluster is one cluster and its replicas.
+type TargetCluster struct {
+	// Name of the MemberCluster.
+	Name string `json:"name"`
+	// Replicas assigned to it.
+	Replicas int32 `json:"replicas"`
+}
+
+// EvictedCluster is a cluster that replicas were moved away from.
+type EvictedCluster struct {
+	// Name of the MemberCluster.
+	Name string `json:"name"`
+	// Replicas it ran when it was evicted.
+	Replicas int32 `json:"replicas"`
+	// Reason names why, e.g. ClusterUnreachable.
+	Reason string `json:"reason"`
+	// EvictionTime is when the replicas were moved.
+	EvictionTime metav1.Time `json:"evictionTime"`
+}
+
+// ClusterAppStatus is the app as one member reports it.
+type ClusterAppStatus struct {
+	// Name of the MemberCluster.
+	Name string `json:"name"`
+	// Assigned replicas (after overrides).
+	Assigned int32 `json:"assigned"`
+	// Replicas, ReadyReplicas, AvailableReplicas and UpdatedReplicas are the
+	// member Deployment's own numbers.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// Phase summarises the cluster: Pending, Applied, Progressing, Available,
+	// Degraded, Evicting or Lost.
+	// +optional
+	Phase ClusterAppPhase `json:"phase,omitempty"`
+	// Message is the member's own message when something is wrong.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ClusterAppPhase summarises the app in one cluster.
+type ClusterAppPhase string
+
+// The per-cluster phases.
+const (
+	ClusterAppPending     ClusterAppPhase = "Pending"
+	ClusterAppApplied     ClusterAppPhase = "Applied"
+	ClusterAppProgressing ClusterAppPhase = "Progressing"
+	ClusterAppAvailable   ClusterAppPhase = "Available"
+	ClusterAppDegraded    ClusterAppPhase = "Degraded"
+	ClusterAppEvicting    ClusterAppPhase = "Evicting"
+	ClusterAppLost        ClusterAppPhase = "Lost"
+)
+
+// MyApp is an application placed across member clusters by the hub.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mya,categories=flotilla
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
+// +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusterCount`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MyApp struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   MyAppSpec   `json:"spec"`
+	Status MyAppStatus `json:"status,omitempty"`
+}
+
+// MyAppList is a list of MyApps.
+// +kubebuilder:object:root=true
+type MyAppList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MyApp `json:"items"`
+}

@@ -1,0 +1,38 @@
+package v1alpha1
+
+// Labels, annotations, taints, finalizers and namespaces that Flotilla's
+// components agree on. They are part of the API: agents, the hub and users'
+// tooling select on them.
+const (
+	// LabelWork is set on every object an agent applies; its value is the
+	// Work's name. Agents prune and delete only objects carrying it.
+	LabelWork = "flotilla.dev/work"
+	// LabelMyAppName and LabelMyAppNamespace tie a Work (on the hub) and the
+	// objects rendered from it (in members) to the MyApp they came from.
+	LabelMyAppName      = "flotilla.dev/myapp-name"
+	LabelMyAppNamespace = "flotilla.dev/myapp-namespace"
+	// LabelCluster names the member cluster a Work is for.
+	LabelCluster = "flotilla.dev/cluster"
+
+	// TaintClusterUnreachable is put on a MemberCluster, with effect
+	// NoExecute and the time it was added, when its heartbeats stop for
+	// longer than the hub's grace period. It is removed when they resume.
+	TaintClusterUnreachable = "flotilla.dev/unreachable"
+	// TaintClusterNotReady is put on a MemberCluster, with effect NoSchedule,
+	// while its agent reports the cluster cannot run workloads.
+	TaintClusterNotReady = "flotilla.dev/not-ready"
+
+	// MyAppFinalizer holds a MyApp until its Works are gone from the hub.
+	MyAppFinalizer = "flotilla.dev/cleanup"
+
+	// ClusterNamespacePrefix prefixes the hub namespace that holds one
+	// member's Works: flotilla-cluster-<member name>.
+	ClusterNamespacePrefix = "flotilla-cluster-"
+
+	// MaxClusterNameLength keeps flotilla-cluster-<name> a valid namespace
+	// name (63 characters at most).
+	MaxClusterNameLength = 63 - len(ClusterNamespacePrefix)
+)
+
+// ClusterNamespace is the hub namespace that holds the Works of cluster name.
+func ClusterNamespace(cluster string) string { return ClusterNamespacePrefix + cluster }
