@@ -1,0 +1,342 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// mode is how replicas are shared, from spec.placement.replicaScheduling.
+type mode int
+
+const (
+	duplicated      mode = iota // every chosen cluster runs spec.replicas
+	staticWeighted              // Divided, Weighted, static (or equal) weights
+	dynamicWeighted             // Divided, Weighted, dynamicWeight AvailableReplicas
+	aggregated                  // Divided, Aggregated
+)
+
+// scheduler holds one Schedule call's compiled input and what it learned.
+type scheduler struct {
+	in       *Input
+	now      time.Time
+	replicas int64
+	mode     mode
+
+	terms           []term
+	tolerations     []corev1.Toleration
+	spread          []constraint
+	hasMax          bool
+	weights         []staticWeight // nil: equal weights
+	requests        []request
+	failbackEnabled bool
+	failbackWindow  time.Duration
+
+	// clusters are the member clusters sorted by name.
+	clusters []cluster
+	// requeue is the result's RequeueAfter.
+	requeue time.Duration
+}
+
+// Schedule decides how many replicas run in which member cluster. It tries
+// the affinity groups in order and returns the first schedulable result.
+//
+// When no group is schedulable the error is a *ScheduleError (see
+// ErrUnschedulable and ErrSpreadConstraintsNotMet); the Result then carries
+// only Evicted and RequeueAfter, and the caller should keep its previous
+// decision and look again after RequeueAfter (a cluster may be about to
+// fail back) or when a MemberCluster changes. Any other error means the
+// input is invalid (for example a malformed label selector).
+func Schedule(in Input) (Result, error) {
+	s, err := newScheduler(&in)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Evicted: s.evictions(), RequeueAfter: s.requeue}
+	var attempts []Attempt
+	for _, t := range s.terms {
+		o := s.attempt(t)
+		if o.fail != nil {
+			attempts = append(attempts, Attempt{AffinityName: t.name, Reason: o.fail.reason, Message: o.fail.message, Filtered: o.filtered})
+			continue
+		}
+		res.Clusters, res.Filtered, res.AffinityName = o.clusters, o.filtered, t.name
+		if o.beyond > 0 {
+			res.BeyondCapacity = int32(o.beyond)
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%d of %d replicas are placed beyond the spare capacity the clusters report", o.beyond, s.replicas))
+		}
+		return res, nil
+	}
+	serr := &ScheduleError{Reason: v1alpha1.ReasonSpreadConstraintsNotMet, Attempts: attempts}
+	for _, a := range attempts {
+		if a.Reason != v1alpha1.ReasonSpreadConstraintsNotMet {
+			serr.Reason = v1alpha1.ReasonUnschedulable
+		}
+	}
+	return res, serr
+}
+
+// newScheduler compiles the input and assesses every cluster's health,
+// evictions and failback, none of which depends on the affinity group.
+func newScheduler(in *Input) (*scheduler, error) {
+	if in.Replicas < 0 {
+		return nil, fmt.Errorf("replicas must not be negative, got %d", in.Replicas)
+	}
+	s := &scheduler{in: in, now: in.Now, replicas: int64(in.Replicas)}
+	if err := s.compileMode(in.Placement.ReplicaScheduling); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.terms, err = terms(&in.Placement); err != nil {
+		return nil, err
+	}
+	if s.spread, err = compileSpread(in.Placement.SpreadConstraints); err != nil {
+		return nil, err
+	}
+	for _, c := range s.spread {
+		s.hasMax = s.hasMax || c.max > 0
+	}
+	s.tolerations = tolerations(in)
+	s.failbackEnabled, s.failbackWindow = failoverPolicy(in.Failover)
+	s.requests = compileRequests(in.Requests)
+	s.assessClusters()
+	return s, nil
+}
+
+// compileMode reads replicaScheduling; nil means Duplicated, and Divided
+// without a preference means Weighted with equal weights, as the API says.
+func (s *scheduler) compileMode(rs *v1alpha1.ReplicaSchedulingStrategy) error {
+	if rs == nil {
+		s.mode = duplicated
+		return nil
+	}
+	switch rs.ReplicaSchedulingType {
+	case "", v1alpha1.ReplicaSchedulingDuplicated:
+		s.mode = duplicated
+		return nil
+	case v1alpha1.ReplicaSchedulingDivided:
+	default:
+		return fmt.Errorf("replicaScheduling: unknown replicaSchedulingType %q", rs.ReplicaSchedulingType)
+	}
+	switch rs.ReplicaDivisionPreference {
+	case v1alpha1.ReplicaDivisionAggregated:
+		s.mode = aggregated
+		return nil
+	case "", v1alpha1.ReplicaDivisionWeighted:
+	default:
+		return fmt.Errorf("replicaScheduling: unknown replicaDivisionPreference %q", rs.ReplicaDivisionPreference)
+	}
+	wp := rs.WeightPreference
+	switch {
+	case wp == nil || (len(wp.StaticWeightList) == 0 && wp.DynamicWeight == ""):
+		s.mode = staticWeighted
+	case len(wp.StaticWeightList) > 0 && wp.DynamicWeight != "":
+		return fmt.Errorf("replicaScheduling: staticWeightList and dynamicWeight are mutually exclusive")
+	case wp.DynamicWeight == v1alpha1.DynamicWeightAvailableReplicas:
+		s.mode = dynamicWeighted
+	case wp.DynamicWeight != "":
+		return fmt.Errorf("replicaScheduling: unknown dynamicWeight %q", wp.DynamicWeight)
+	default:
+		s.mode = staticWeighted
+		var err error
+		if s.weights, err = compileStaticWeights(wp.StaticWeightList); err != nil {
+			return fmt.Errorf("replicaScheduling: staticWeightList: %w", err)
+		}
+	}
+	return nil
+}
+
+// assessClusters builds s.clusters, sorted by name (the first of clusters
+// that share a name wins), and joins each with its entries in the previous
+// decision.
+func (s *scheduler) assessClusters() {
+	in := s.in
+	mcs := make([]*v1alpha1.MemberCluster, len(in.Clusters))
+	for i := range in.Clusters {
+		mcs[i] = &in.Clusters[i]
+	}
+	byName := func(a, b *v1alpha1.MemberCluster) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(mcs, byName) {
+		slices.SortStableFunc(mcs, byName)
+	}
+	var prev []v1alpha1.TargetCluster
+	var evicted []v1alpha1.EvictedCluster
+	if in.Previous != nil {
+		prev = sortedByName(in.Previous.Clusters, func(t v1alpha1.TargetCluster) string { return t.Name })
+		evicted = sortedByName(in.Previous.Evicted, func(e v1alpha1.EvictedCluster) string { return e.Name })
+	}
+
+	s.clusters = make([]cluster, 0, len(mcs))
+	pi, ei := 0, 0
+	for i, mc := range mcs {
+		if i > 0 && mcs[i-1].Name == mc.Name {
+			continue
+		}
+		c := cluster{mc: mc, name: mc.Name}
+		for pi < len(prev) && prev[pi].Name < c.name {
+			pi++
+		}
+		if pi < len(prev) && prev[pi].Name == c.name {
+			c.prev, c.inPrev = max(prev[pi].Replicas, 0), true
+		}
+		for ei < len(evicted) && evicted[ei].Name < c.name {
+			ei++
+		}
+		s.assessHealth(&c)
+		if ei < len(evicted) && evicted[ei].Name == c.name {
+			s.failback(&c, &evicted[ei])
+		}
+		if c.inPrev && c.evicted == nil && !c.evict && !c.expiry.IsZero() {
+			// Its replicas leave when the toleration runs out.
+			s.requeueAt(c.expiry)
+		}
+		s.clusters = append(s.clusters, c)
+	}
+}
+
+// sortedByName returns list sorted by name, copying it only when needed.
+func sortedByName[T any](list []T, name func(T) string) []T {
+	cmp := func(a, b T) int { return strings.Compare(name(a), name(b)) }
+	if slices.IsSortedFunc(list, cmp) {
+		return list
+	}
+	list = slices.Clone(list)
+	slices.SortStableFunc(list, cmp)
+	return list
+}
+
+// outcome is what trying one affinity group gave.
+type outcome struct {
+	clusters []v1alpha1.TargetCluster
+	filtered []ClusterReason
+	beyond   int64
+	fail     *failure
+}
+
+func (o *outcome) filter(c *cluster, filter, reason string) {
+	o.filtered = append(o.filtered, ClusterReason{Name: c.name, Filter: filter, Reason: reason})
+}
+
+// attempt schedules the app within one affinity group: filter, score,
+// choose (spread), divide.
+func (s *scheduler) attempt(t term) outcome {
+	var o outcome
+	cands := make([]candidate, 0, len(s.clusters))
+	for i := range s.clusters {
+		c := &s.clusters[i]
+		if ok, why := t.aff.match(c.mc); !ok {
+			o.filter(c, FilterClusterAffinity, why)
+			continue
+		}
+		if f := s.missingSpreadField(c.mc); f != "" {
+			o.filter(c, FilterSpreadConstraint, "has no "+string(f)+", which spreadConstraints group by")
+			continue
+		}
+		if c.evicted != nil {
+			o.filter(c, FilterFailback, c.failbackMsg)
+			continue
+		}
+		if c.evict {
+			o.filter(c, FilterTaintToleration, c.evictMsg)
+			continue
+		}
+		cand := candidate{c: c, grow: c.block == ""}
+		switch {
+		case c.returning:
+			cand.holds, cand.base = true, int64(c.returnReplicas)
+		case s.mode == duplicated:
+			cand.holds, cand.base = c.inPrev, int64(c.prev)
+		default:
+			cand.holds, cand.base = c.prev > 0, int64(c.prev)
+		}
+		if s.mode == staticWeighted {
+			if cand.weight = s.weightOf(c); cand.weight == 0 {
+				o.filter(c, FilterStaticWeight, "matches no staticWeightList entry")
+				continue
+			}
+		}
+		if !cand.grow {
+			// It keeps what it holds but takes nothing new.
+			o.filter(c, c.blockFilter, c.block)
+			if !cand.holds {
+				continue
+			}
+		}
+		cands = append(cands, cand)
+	}
+	if len(cands) == 0 {
+		o.fail = unschedulable("no cluster can run the app")
+		return o
+	}
+
+	// Score: static weights are set above; everything else that needs a
+	// score uses the room for more replicas.
+	ordered := s.mode == aggregated || s.hasMax
+	if s.mode == dynamicWeighted || (s.mode != staticWeighted && ordered) {
+		for i := range cands {
+			cands[i].weight = s.room(cands[i].c)
+		}
+	}
+	if s.mode == aggregated {
+		for i := range cands {
+			c := &cands[i]
+			switch {
+			case !c.grow:
+				c.cap = c.base
+			case c.c.returning:
+				c.cap = c.weight
+			default:
+				c.cap = c.base + c.weight
+			}
+		}
+	}
+	order := make([]*candidate, len(cands))
+	for i := range cands {
+		order[i] = &cands[i]
+	}
+	if ordered {
+		slices.SortFunc(order, preferred)
+	}
+
+	chosen, f := s.choose(order, s.mode == aggregated)
+	if f != nil {
+		o.fail = f
+		return o
+	}
+	switch s.mode {
+	case duplicated:
+		f = divideDuplicated(chosen, s.replicas)
+	case staticWeighted:
+		f = divideStatic(chosen, s.replicas)
+	case dynamicWeighted:
+		o.beyond, f = s.divideDynamic(chosen, s.replicas)
+	case aggregated:
+		o.beyond, f = s.divideAggregated(chosen, s.replicas)
+	}
+	if f != nil {
+		o.fail = f
+		return o
+	}
+
+	// cands is in name order, so the result is too. Duplicated lists every
+	// chosen cluster, Divided only those with replicas.
+	n := 0
+	for _, c := range chosen {
+		c.chosen = true
+		if c.assigned > 0 || s.mode == duplicated {
+			n++
+		}
+	}
+	o.clusters = make([]v1alpha1.TargetCluster, 0, n)
+	for i := range cands {
+		if c := &cands[i]; c.chosen && (c.assigned > 0 || s.mode == duplicated) {
+			o.clusters = append(o.clusters, v1alpha1.TargetCluster{Name: c.c.name, Replicas: int32(c.assigned)})
+		}
+	}
+	return o
+}
