@@ -1,0 +1,77 @@
+// Command testbed runs Flotilla's local multi-cluster testbed: a hub cluster
+// and N member clusters as real control-plane processes on loopback.
+//
+//	testbed run   [flags]   start, print kubeconfigs, stop on Ctrl-C
+//	testbed up    [flags]   the same, in the background
+//	testbed down  [--dir]   stop a background testbed
+//	testbed stop-member NAME / start-member NAME   simulate losing a member
+//	testbed status [--dir]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/flotilla-dev/flotilla/test/testbed/supervisor"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "testbed:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		usage()
+		return fmt.Errorf("a command is required")
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("testbed "+cmd, flag.ContinueOnError)
+	opts := supervisor.Options{}
+	fs.StringVar(&opts.Dir, "dir", ".testbed", "folder for the clusters' files and the testbed state")
+	fs.StringVar(&opts.BinDir, "bin", "", "folder with the control-plane binaries (default: bin/ of the repository)")
+	fs.IntVar(&opts.Members, "members", 3, "number of member clusters")
+	fs.StringVar(&opts.CRDDir, "crds", "deploy/hub/crds", "CRDs to install into the hub (empty: none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch cmd {
+	case "run":
+		return supervisor.Run(ctx, opts, os.Stdout)
+	case "up":
+		return supervisor.Up(ctx, opts, os.Stdout)
+	case "down":
+		return supervisor.Down(ctx, opts.Dir, os.Stdout)
+	case "status":
+		return supervisor.Status(ctx, opts.Dir, os.Stdout)
+	case "stop-member", "start-member":
+		if fs.NArg() != 1 {
+			return fmt.Errorf("%s takes one member name", cmd)
+		}
+		action := "stop"
+		if cmd == "start-member" {
+			action = "start"
+		}
+		return supervisor.Member(ctx, opts.Dir, fs.Arg(0), action, os.Stdout)
+	default:
+		usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: testbed COMMAND [flags]
+
+Commands:
+  run            start a hub and --members member clusters; stop them on Ctrl-C
+  up             the same in the background (state in --dir)
+  down           stop a background testbed
+  status         show the clusters of a background testbed
+  stop-member N  stop member N's control plane (its data is kept)
+  start-member N start it again
+`)
+}

@@ -1,0 +1,206 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// startHub starts a testbed hub (etcd, kube-apiserver,
+// kube-controller-manager) with Flotilla's CRDs installed, and stops it when
+// the test ends.
+func startHub(t *testing.T) client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tb, err := testbed.Start(ctx, testbed.Config{Dir: t.TempDir(), Hub: &testbed.ClusterSpec{Name: "hub"}})
+	if err != nil {
+		t.Fatalf("starting the testbed hub: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tb.Stop(); err != nil {
+			t.Errorf("stopping the testbed hub: %v", err)
+		}
+	})
+	cfg, err := tb.Hub.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"../../deploy/hub/crds"}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatalf("installing CRDs: %v", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := flotillav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func validApp(name string) *flotillav1.MyApp {
+	return &flotillav1.MyApp{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: flotillav1.MyAppSpec{
+			Image:    "registry.example.com/team/web:1.2",
+			Replicas: ptr.To[int32](6),
+		},
+	}
+}
+
+func divided(pref flotillav1.ReplicaDivisionPreference, w *flotillav1.ClusterPreferences) *flotillav1.ReplicaSchedulingStrategy {
+	return &flotillav1.ReplicaSchedulingStrategy{
+		ReplicaSchedulingType:     flotillav1.ReplicaSchedulingDivided,
+		ReplicaDivisionPreference: pref,
+		WeightPreference:          w,
+	}
+}
+
+// TestMyAppValidation creates MyApps with bad specs against a real hub
+// apiserver and checks each is refused with a message naming the field,
+// while a valid one is accepted with its defaults filled in.
+func TestMyAppValidation(t *testing.T) {
+	if _, err := os.Stat(testbed.DefaultBinDir() + "/kube-apiserver"); err != nil {
+		t.Fatalf("kube-apiserver missing in %s: run `make testbed-bin`", testbed.DefaultBinDir())
+	}
+	c := startHub(t)
+	ctx := context.Background()
+
+	cases := []struct {
+		name   string
+		mutate func(*flotillav1.MyApp)
+		// field and message must both appear in the apiserver's error.
+		field, message string
+	}{
+		{"empty image", func(a *flotillav1.MyApp) { a.Spec.Image = "" },
+			"spec.image", "should be at least 1 chars long"},
+		{"image with white space", func(a *flotillav1.MyApp) { a.Spec.Image = "nginx :1.2" },
+			"spec.image", "must not contain white space"},
+		{"negative replicas", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](-1) },
+			"spec.replicas", "should be greater than or equal to 0"},
+		{"zero static weight", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.ReplicaScheduling = divided(flotillav1.ReplicaDivisionWeighted, &flotillav1.ClusterPreferences{
+				StaticWeightList: []flotillav1.StaticClusterWeight{{TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}}, Weight: 0}},
+			})
+		}, "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight", "should be greater than or equal to 1"},
+		{"minGroups above maxGroups", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.SpreadConstraints = []flotillav1.SpreadConstraint{{SpreadByField: flotillav1.SpreadByFieldRegion, MinGroups: ptr.To[int32](3), MaxGroups: ptr.To[int32](2)}}
+		}, "spec.placement.spreadConstraints[0]", "minGroups must be less than or equal to maxGroups"},
+		{"invalid cluster name", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.ClusterAffinity = &flotillav1.ClusterAffinity{ClusterNames: []string{"Member_1"}}
+		}, "spec.placement.clusterAffinity.clusterNames[0]", "should match"},
+		{"division preference with Duplicated", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.ReplicaScheduling = &flotillav1.ReplicaSchedulingStrategy{
+				ReplicaSchedulingType: flotillav1.ReplicaSchedulingDuplicated, ReplicaDivisionPreference: flotillav1.ReplicaDivisionAggregated}
+		}, "spec.placement.replicaScheduling", "replicaDivisionPreference is only valid when replicaSchedulingType is Divided"},
+		{"static and dynamic weights together", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.ReplicaScheduling = divided(flotillav1.ReplicaDivisionWeighted, &flotillav1.ClusterPreferences{
+				StaticWeightList: []flotillav1.StaticClusterWeight{{TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}}, Weight: 1}},
+				DynamicWeight:    flotillav1.DynamicWeightAvailableReplicas,
+			})
+		}, "spec.placement.replicaScheduling.weightPreference", "exactly one of staticWeightList and dynamicWeight must be set"},
+		{"weights with Aggregated", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.ReplicaScheduling = divided(flotillav1.ReplicaDivisionAggregated, &flotillav1.ClusterPreferences{DynamicWeight: flotillav1.DynamicWeightAvailableReplicas})
+		}, "spec.placement.replicaScheduling", "weightPreference is only valid when replicaDivisionPreference is Weighted"},
+		{"affinity and fallback affinities together", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.ClusterAffinity = &flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}}
+			a.Spec.Placement.ClusterAffinities = []flotillav1.ClusterAffinityTerm{{AffinityName: "primary"}}
+		}, "spec.placement", "clusterAffinity and clusterAffinities are mutually exclusive"},
+		{"unknown spread field", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.SpreadConstraints = []flotillav1.SpreadConstraint{{SpreadByField: "rack"}}
+		}, "spec.placement.spreadConstraints[0].spreadByField", "Unsupported value"},
+		{"unknown field selector key", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.ClusterAffinity = &flotillav1.ClusterAffinity{FieldSelector: &flotillav1.FieldSelector{
+				MatchExpressions: []flotillav1.FieldSelectorRequirement{{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{"r1"}}}}}
+		}, "spec.placement.clusterAffinity.fieldSelector.matchExpressions[0].key", "Unsupported value"},
+		{"In without values", func(a *flotillav1.MyApp) {
+			a.Spec.Placement.ClusterAffinity = &flotillav1.ClusterAffinity{FieldSelector: &flotillav1.FieldSelector{
+				MatchExpressions: []flotillav1.FieldSelectorRequirement{{Key: flotillav1.ClusterFieldRegion, Operator: corev1.NodeSelectorOpIn}}}}
+		}, "spec.placement.clusterAffinity.fieldSelector.matchExpressions[0]", "values must be non-empty for In and NotIn"},
+		{"negative failover toleration", func(a *flotillav1.MyApp) {
+			a.Spec.Failover = &flotillav1.FailoverPolicy{ClusterUnreachable: &flotillav1.ClusterFailover{TolerationSeconds: ptr.To[int32](-5)}}
+		}, "spec.failover.clusterUnreachable.tolerationSeconds", "should be greater than or equal to 0"},
+		{"unknown purge mode", func(a *flotillav1.MyApp) {
+			a.Spec.Failover = &flotillav1.FailoverPolicy{ClusterUnreachable: &flotillav1.ClusterFailover{PurgeMode: "Eventually"}}
+		}, "spec.failover.clusterUnreachable.purgeMode", "Unsupported value"},
+		{"empty override", func(a *flotillav1.MyApp) {
+			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "eu"}}
+		}, "spec.overrides[0]", "an override must set at least one of image, replicas and env"},
+		{"bad override tag", func(a *flotillav1.MyApp) {
+			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "eu", Image: &flotillav1.ImageOverride{Tag: "bad tag!"}}}
+		}, "spec.overrides[0].image.tag", "should match"},
+		{"duplicate override names", func(a *flotillav1.MyApp) {
+			a.Spec.Overrides = []flotillav1.ClusterOverride{
+				{Name: "eu", Replicas: ptr.To[int32](1)}, {Name: "eu", Replicas: ptr.To[int32](2)}}
+		}, "spec.overrides[1]", "Duplicate value"},
+		{"negative failback window", func(a *flotillav1.MyApp) {
+			a.Spec.Failover = &flotillav1.FailoverPolicy{Failback: &flotillav1.FailbackPolicy{StabilizationWindowSeconds: ptr.To[int32](-1)}}
+		}, "spec.failover.failback.stabilizationWindowSeconds", "should be greater than or equal to 0"},
+		{"unknown rollout strategy", func(a *flotillav1.MyApp) {
+			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: "Canary"}
+		}, "spec.rollout.strategy", "Unsupported value"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := validApp("bad-" + strings.ReplaceAll(tc.name, " ", "-"))
+			tc.mutate(app)
+			err := c.Create(ctx, app)
+			if err == nil {
+				t.Fatalf("case %d (%s): the apiserver accepted an invalid MyApp", i, tc.name)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.field) || !strings.Contains(msg, tc.message) {
+				t.Fatalf("error does not name field %q with %q:\n%s", tc.field, tc.message, msg)
+			}
+		})
+	}
+
+	t.Run("valid app is accepted with defaults", func(t *testing.T) {
+		app := validApp("good")
+		app.Spec.Replicas = nil
+		app.Spec.Failover = &flotillav1.FailoverPolicy{ClusterUnreachable: &flotillav1.ClusterFailover{}, Failback: &flotillav1.FailbackPolicy{}}
+		app.Spec.Placement.ReplicaScheduling = divided(flotillav1.ReplicaDivisionWeighted, &flotillav1.ClusterPreferences{
+			StaticWeightList: []flotillav1.StaticClusterWeight{{TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}}, Weight: 2}},
+		})
+		if err := c.Create(ctx, app); err != nil {
+			t.Fatalf("a valid MyApp was refused: %v", err)
+		}
+		got := &flotillav1.MyApp{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Replicas == nil || *got.Spec.Replicas != 1 {
+			t.Errorf("spec.replicas defaulted to %v, want 1", got.Spec.Replicas)
+		}
+		cu := got.Spec.Failover.ClusterUnreachable
+		if cu.TolerationSeconds == nil || *cu.TolerationSeconds != 10 || cu.PurgeMode != flotillav1.PurgeGraciously {
+			t.Errorf("failover.clusterUnreachable defaulted to %+v, want tolerationSeconds 10 and Graciously", cu)
+		}
+		fb := got.Spec.Failover.Failback
+		if fb.Enabled == nil || !*fb.Enabled || fb.StabilizationWindowSeconds == nil || *fb.StabilizationWindowSeconds != 30 {
+			t.Errorf("failover.failback defaulted to %+v, want enabled with a 30s window", fb)
+		}
+	})
+
+	t.Run("invalid member cluster name", func(t *testing.T) {
+		mc := &flotillav1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("a", 47)}}
+		err := c.Create(ctx, mc)
+		if err == nil || !strings.Contains(err.Error(), "metadata.name must be a DNS-1123 label of at most 46 characters") {
+			t.Fatalf("a MemberCluster with a 47-character name was not refused for its name: %v", err)
+		}
+	})
+}

@@ -1,0 +1,12 @@
+// Package testbed runs real Kubernetes control planes as local processes on
+// loopback: one hub cluster and N member clusters, each with its own etcd,
+// kube-apiserver, kube-controller-manager and, for members, kube-scheduler
+// and kwok with fake nodes, so Deployments really become Ready without a
+// container runtime. It is the embedded default for `make run`, the
+// integration tests and e2e, on machines without Docker.
+//
+// The binaries come from bin/ (built by hack/build-testbed-bin.sh). Every
+// process is started by this package and stopped by it, by PID: children
+// also get SIGKILL from the kernel if the process that started them dies
+// (Pdeathsig), so a crashed test leaves nothing running.
+package testbed

@@ -1,0 +1,139 @@
+package testbed_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// eventually polls check every interval until it returns nil or timeout
+// passes, then fails naming what did not converge and the last error.
+func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not converge within %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func requireBinaries(t *testing.T) string {
+	t.Helper()
+	bin := testbed.DefaultBinDir()
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Fatalf("testbed binary %s missing in %s: run `make testbed-bin` (%v)", b, bin, err)
+		}
+	}
+	return bin
+}
+
+// TestMemberRunsDeploymentAndSurvivesRestart is the testbed's acceptance
+// test: a hub and two members start; a 3-replica Deployment in a member
+// becomes ready through kube-controller-manager, kube-scheduler and kwok;
+// the member is stopped and started again and the Deployment is still there
+// (its data persisted) and ready again; everything stops.
+func TestMemberRunsDeploymentAndSurvivesRestart(t *testing.T) {
+	bin := requireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	tb, err := testbed.Start(ctx, testbed.Config{
+		Dir:     t.TempDir(),
+		BinDir:  bin,
+		Hub:     &testbed.ClusterSpec{Name: "hub"},
+		Members: testbed.DefaultMembers(2),
+	})
+	if err != nil {
+		t.Fatalf("starting the testbed: %v", err)
+	}
+	t.Logf("hub + 2 members ready in %s", time.Since(start).Round(time.Millisecond))
+	var pids []int
+	for _, c := range tb.Clusters() {
+		for _, pid := range c.PIDs() {
+			pids = append(pids, pid)
+		}
+	}
+	t.Cleanup(func() {
+		if err := tb.Stop(); err != nil {
+			t.Errorf("stopping the testbed: %v", err)
+		}
+		for _, pid := range pids {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				t.Errorf("process %d still exists after Stop", pid)
+			}
+		}
+	})
+
+	member := tb.Members[0]
+	cfg, err := member.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}},
+			},
+		},
+	}
+	created, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the Deployment: %v", err)
+	}
+	readyReplicas := func() error {
+		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != 3 {
+			return fmt.Errorf("readyReplicas=%d, want 3", d.Status.ReadyReplicas)
+		}
+		return nil
+	}
+	eventually(t, "Deployment web in "+member.Spec.Name+" reaching 3 ready replicas", 60*time.Second, readyReplicas)
+
+	if err := member.Stop(); err != nil {
+		t.Fatalf("stopping %s: %v", member.Spec.Name, err)
+	}
+	if member.Running() {
+		t.Fatalf("%s still reports running after Stop", member.Spec.Name)
+	}
+	if _, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{}); err == nil {
+		t.Fatalf("the apiserver of stopped %s still answers", member.Spec.Name)
+	}
+	if err := member.Start(ctx); err != nil {
+		t.Fatalf("restarting %s: %v", member.Spec.Name, err)
+	}
+	got, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Deployment is gone after the restart: %v", err)
+	}
+	if got.UID != created.UID {
+		t.Fatalf("the Deployment was recreated across the restart: uid %s, was %s", got.UID, created.UID)
+	}
+	eventually(t, "Deployment web ready again after the restart", 60*time.Second, readyReplicas)
+}
