@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/flotilla-dev/flotilla/test/testbed/supervisor"
 )
@@ -36,9 +37,15 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.BinDir, "bin", "", "folder with the control-plane binaries (default: bin/ of the repository)")
 	fs.IntVar(&opts.Members, "members", 3, "number of member clusters")
 	fs.StringVar(&opts.CRDDir, "crds", "deploy/hub/crds", "CRDs to install into the hub (empty: none)")
+	// Allow the member name before the flags: stop-member member-2 --dir d.
+	var positional []string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		positional, args = args[:1], args[1:]
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	positional = append(positional, fs.Args()...)
 	switch cmd {
 	case "run":
 		return supervisor.Run(ctx, opts, os.Stdout)
@@ -49,14 +56,14 @@ func run(ctx context.Context, args []string) error {
 	case "status":
 		return supervisor.Status(ctx, opts.Dir, os.Stdout)
 	case "stop-member", "start-member":
-		if fs.NArg() != 1 {
+		if len(positional) != 1 {
 			return fmt.Errorf("%s takes one member name", cmd)
 		}
 		action := "stop"
 		if cmd == "start-member" {
 			action = "start"
 		}
-		return supervisor.Member(ctx, opts.Dir, fs.Arg(0), action, os.Stdout)
+		return supervisor.Member(ctx, opts.Dir, positional[0], action, os.Stdout)
 	default:
 		usage()
 		return fmt.Errorf("unknown command %q", cmd)

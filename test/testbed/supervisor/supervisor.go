@@ -146,7 +146,10 @@ func printSummary(out io.Writer, st State, dir string) {
 		}
 		fmt.Fprintf(out, "  %-9s kubectl --kubeconfig %s get nodes%s\n", c.Name, c.Kubeconfig, where)
 	}
-	self := "go run ./cmd/testbed"
+	self := "testbed"
+	if exe, err := os.Executable(); err == nil {
+		self = exe
+	}
 	fmt.Fprintf(out, "\nsimulate losing a member:  %s stop-member member-2 --dir %s\n", self, dir)
 	fmt.Fprintf(out, "bring it back:             %s start-member member-2 --dir %s\n", self, dir)
 	fmt.Fprintln(out, "stop everything:           Ctrl-C here (or `make testbed-down` for a background testbed)")
