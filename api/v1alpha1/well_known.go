@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // Labels, annotations, taints, finalizers and namespaces that Flotilla's
 // components agree on. They are part of the API: agents, the hub and users'
 // tooling select on them.
@@ -7,6 +12,10 @@ const (
 	// LabelWork is set on every object an agent applies; its value is the
 	// Work's name. Agents prune and delete only objects carrying it.
 	LabelWork = "flotilla.dev/work"
+	// AnnotationWork holds the full name of the Work an applied object came
+	// from (LabelWork's value is shortened when the name is too long for a
+	// label).
+	AnnotationWork = "flotilla.dev/work"
 	// LabelMyAppName and LabelMyAppNamespace tie a Work (on the hub) and the
 	// objects rendered from it (in members) to the MyApp they came from.
 	LabelMyAppName      = "flotilla.dev/myapp-name"
@@ -36,3 +45,21 @@ const (
 
 // ClusterNamespace is the hub namespace that holds the Works of cluster name.
 func ClusterNamespace(cluster string) string { return ClusterNamespacePrefix + cluster }
+
+// WorkName is the name of the Work that carries MyApp namespace/name to a
+// member: "<namespace>.<name>". Namespaces cannot contain dots, so the name
+// is unique per cluster namespace and can be split back.
+func WorkName(namespace, name string) string { return namespace + "." + name }
+
+// WorkLabelValue is LabelWork's value for the Work called name: the name
+// itself when it fits a label value (63 characters), otherwise a prefix and
+// a hash of the whole name, so the value stays unique and readable.
+func WorkLabelValue(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	prefix := name[:52]
+	// A label value must end with an alphanumeric character; the hash does.
+	return prefix + "-" + hex.EncodeToString(sum[:])[:10]
+}

@@ -196,6 +196,14 @@ func TestMyAppValidation(t *testing.T) {
 		}
 	})
 
+	t.Run("MyApp name too long for a Deployment label", func(t *testing.T) {
+		app := validApp(strings.Repeat("a", 64))
+		err := c.Create(ctx, app)
+		if err == nil || !strings.Contains(err.Error(), "metadata.name must be a DNS-1123 label of at most 63 characters") {
+			t.Fatalf("a MyApp with a 64-character name was not refused for its name: %v", err)
+		}
+	})
+
 	t.Run("invalid member cluster name", func(t *testing.T) {
 		mc := &flotillav1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("a", 47)}}
 		err := c.Create(ctx, mc)
