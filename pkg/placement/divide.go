@@ -19,6 +19,10 @@ type candidate struct {
 	// base is how many replicas that is.
 	holds bool
 	base  int64
+	// sticky says choosing prefers it because it runs the app: holds,
+	// except with static weights, whose choice depends on the weights
+	// alone so that it is the same whatever ran before.
+	sticky bool
 	// weight is the static weight (static Weighted) or the room for more
 	// replicas (everything else); it orders candidates and shares replicas.
 	weight int64
@@ -39,34 +43,32 @@ func unschedulable(format string, args ...any) *failure {
 	return &failure{reason: v1alpha1.ReasonUnschedulable, message: fmt.Sprintf(format, args...)}
 }
 
-// preferred orders candidates for choosing: clusters failing back first
-// (they get their place back), then the clusters that run the app now, the
-// ones holding more replicas first (stability), then the higher weight or
-// the more room, then the name.
+// preferred orders candidates for choosing: sticky clusters first (those
+// failing back first of all, as they get their place back; then the ones
+// holding more replicas), then those that may take new replicas, then the
+// higher weight or the more room, then the name.
 func preferred(a, b *candidate) int {
 	switch {
-	case a.c.returning != b.c.returning:
-		if a.c.returning {
-			return -1
-		}
-		return 1
-	case a.holds != b.holds:
-		if a.holds {
-			return -1
-		}
-		return 1
-	case a.base != b.base:
-		if a.base > b.base {
-			return -1
-		}
-		return 1
+	case a.sticky != b.sticky:
+		return boolFirst(a.sticky)
+	case a.sticky && a.c.returning != b.c.returning:
+		return boolFirst(a.c.returning)
+	case a.sticky && a.base != b.base:
+		return boolFirst(a.base > b.base)
+	case a.grow != b.grow:
+		return boolFirst(a.grow)
 	case a.weight != b.weight:
-		if a.weight > b.weight {
-			return -1
-		}
-		return 1
+		return boolFirst(a.weight > b.weight)
 	}
 	return strings.Compare(a.c.name, b.c.name)
+}
+
+// boolFirst orders a before b when first holds, after it otherwise.
+func boolFirst(first bool) int {
+	if first {
+		return -1
+	}
+	return 1
 }
 
 // apportion shares total among len(weights) parts by weight with the
@@ -307,22 +309,24 @@ func grow(chosen []*candidate, more int64) (int64, *failure) {
 // hold it. choose has already picked the clusters: those failing back, then
 // those that run the app (the biggest first, stopping once they hold all
 // replicas, so a scale down drops the smallest), then new ones by room until
-// the replicas fit. Here each keeps what it holds, each chosen cluster that
-// holds nothing but has room gets one replica (so every group a spread
-// constraint asked for is used), and the rest fills the clusters' room in
-// order.
+// the replicas fit. Here every chosen cluster that holds replicas or has
+// room first gets one (so every group a spread constraint asked for is
+// used), then each keeps what it holds, and the rest fills the clusters'
+// room in order.
 //
 // A cluster's cap is its room plus the replicas it runs, which the room
 // does not count as free; a cluster failing back has only its room.
 func (s *scheduler) divideAggregated(chosen []*candidate, replicas int64) (int64, *failure) {
 	left := replicas
 	for _, c := range chosen {
-		c.assigned = min(c.base, left)
-		left -= c.assigned
+		c.assigned = 0
+		if left > 0 && (c.base > 0 || (c.grow && c.cap > 0)) {
+			c.assigned, left = 1, left-1
+		}
 	}
 	for _, c := range chosen {
-		if left > 0 && c.assigned == 0 && c.grow && c.cap > 0 {
-			c.assigned, left = 1, left-1
+		if add := min(c.base-c.assigned, left); add > 0 {
+			c.assigned, left = c.assigned+add, left-add
 		}
 	}
 	for _, c := range chosen {

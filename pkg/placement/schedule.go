@@ -46,6 +46,9 @@ type scheduler struct {
 // Schedule decides how many replicas run in which member cluster. It tries
 // the affinity groups in order and returns the first schedulable result.
 //
+// A Divided app with 0 replicas is always schedulable (on no cluster, in
+// the first group); a Duplicated one still needs clusters to list.
+//
 // When no group is schedulable the error is a *ScheduleError (see
 // ErrUnschedulable and ErrSpreadConstraintsNotMet); the Result then carries
 // only Evicted and RequeueAfter, and the caller should keep its previous
@@ -57,7 +60,7 @@ func Schedule(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Evicted: s.evictions(), RequeueAfter: s.requeue}
+	res := Result{Evicted: s.evictions()}
 	var attempts []Attempt
 	for _, t := range s.terms {
 		o := s.attempt(t)
@@ -66,12 +69,20 @@ func Schedule(in Input) (Result, error) {
 			continue
 		}
 		res.Clusters, res.Filtered, res.AffinityName = o.clusters, o.filtered, t.name
+		s.requeueOnExpiry(res.Clusters)
+		res.RequeueAfter = s.requeue
 		if o.beyond > 0 {
 			res.BeyondCapacity = int32(o.beyond)
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%d of %d replicas are placed beyond the spare capacity the clusters report", o.beyond, s.replicas))
 		}
 		return res, nil
 	}
+	// The caller keeps its previous decision, so that decision's
+	// tolerations are the ones that run out.
+	if in.Previous != nil {
+		s.requeueOnExpiry(in.Previous.Clusters)
+	}
+	res.RequeueAfter = s.requeue
 	serr := &ScheduleError{Reason: v1alpha1.ReasonSpreadConstraintsNotMet, Attempts: attempts}
 	for _, a := range attempts {
 		if a.Reason != v1alpha1.ReasonSpreadConstraintsNotMet {
@@ -191,11 +202,18 @@ func (s *scheduler) assessClusters() {
 		if ei < len(evicted) && evicted[ei].Name == c.name {
 			s.failback(&c, &evicted[ei])
 		}
-		if c.inPrev && c.evicted == nil && !c.evict && !c.expiry.IsZero() {
-			// Its replicas leave when the toleration runs out.
-			s.requeueAt(c.expiry)
-		}
 		s.clusters = append(s.clusters, c)
+	}
+}
+
+// requeueOnExpiry lowers RequeueAfter to the earliest time a tolerated
+// NoExecute taint runs out on a cluster of targets: its replicas leave then.
+func (s *scheduler) requeueOnExpiry(targets []v1alpha1.TargetCluster) {
+	for _, t := range targets {
+		i, ok := slices.BinarySearchFunc(s.clusters, t.Name, func(c cluster, name string) int { return strings.Compare(c.name, name) })
+		if ok && !s.clusters[i].expiry.IsZero() {
+			s.requeueAt(s.clusters[i].expiry)
+		}
 	}
 }
 
@@ -254,6 +272,7 @@ func (s *scheduler) attempt(t term) outcome {
 		default:
 			cand.holds, cand.base = c.prev > 0, int64(c.prev)
 		}
+		cand.sticky = cand.holds && s.mode != staticWeighted
 		if s.mode == staticWeighted {
 			if cand.weight = s.weightOf(c); cand.weight == 0 {
 				o.filter(c, FilterStaticWeight, "matches no staticWeightList entry")
@@ -268,6 +287,11 @@ func (s *scheduler) attempt(t term) outcome {
 			}
 		}
 		cands = append(cands, cand)
+	}
+	if s.mode != duplicated && s.replicas == 0 {
+		// Nothing to place, so nothing can fail: whether a cluster would
+		// be eligible must not depend on it having run replicas before.
+		return o
 	}
 	if len(cands) == 0 {
 		o.fail = unschedulable("no cluster can run the app")
@@ -295,28 +319,17 @@ func (s *scheduler) attempt(t term) outcome {
 			}
 		}
 	}
-	order := make([]*candidate, len(cands))
-	for i := range cands {
-		order[i] = &cands[i]
-	}
-	if ordered {
-		slices.SortFunc(order, preferred)
-	}
 
-	chosen, f := s.choose(order, s.mode == aggregated)
-	if f != nil {
-		o.fail = f
-		return o
-	}
-	switch s.mode {
-	case duplicated:
-		f = divideDuplicated(chosen, s.replicas)
-	case staticWeighted:
-		f = divideStatic(chosen, s.replicas)
-	case dynamicWeighted:
-		o.beyond, f = s.divideDynamic(chosen, s.replicas)
-	case aggregated:
-		o.beyond, f = s.divideAggregated(chosen, s.replicas)
+	chosen, f := s.chooseAndDivide(cands, ordered, &o)
+	if f != nil && f.reason == v1alpha1.ReasonUnschedulable {
+		// Clusters that may only keep what they hold can leave too little
+		// room for the rest (say they took the only maxGroups slots). Then
+		// do without them: their replicas move, which beats failing.
+		growers := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool { return !c.grow })
+		if len(growers) > 0 && len(growers) < len(cands) {
+			cands = growers
+			chosen, f = s.chooseAndDivide(cands, ordered, &o)
+		}
 	}
 	if f != nil {
 		o.fail = f
@@ -339,4 +352,31 @@ func (s *scheduler) attempt(t term) outcome {
 		}
 	}
 	return o
+}
+
+// chooseAndDivide chooses among cands (ordering them by preference when
+// ordered) and divides the replicas among those chosen.
+func (s *scheduler) chooseAndDivide(cands []candidate, ordered bool, o *outcome) ([]*candidate, *failure) {
+	order := make([]*candidate, len(cands))
+	for i := range cands {
+		order[i] = &cands[i]
+	}
+	if ordered {
+		slices.SortFunc(order, preferred)
+	}
+	chosen, f := s.choose(order, s.mode == aggregated)
+	if f != nil {
+		return nil, f
+	}
+	switch s.mode {
+	case duplicated:
+		f = divideDuplicated(chosen, s.replicas)
+	case staticWeighted:
+		f = divideStatic(chosen, s.replicas)
+	case dynamicWeighted:
+		o.beyond, f = s.divideDynamic(chosen, s.replicas)
+	case aggregated:
+		o.beyond, f = s.divideAggregated(chosen, s.replicas)
+	}
+	return chosen, f
 }
