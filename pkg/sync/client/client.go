@@ -1,0 +1,276 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
+)
+
+// Defaults for the zero values of Config's tuning fields.
+const (
+	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultInitialBackoff    = 500 * time.Millisecond
+	DefaultMaxBackoff        = 30 * time.Second
+	DefaultMaxApplyBackoff   = 5 * time.Minute
+	DefaultMaxMessageBytes   = 16 << 20
+	DefaultKeepaliveTime     = 30 * time.Second
+	DefaultKeepaliveTimeout  = 10 * time.Second
+)
+
+// Config is what a Client needs. Address, TLS and Applier are required.
+type Config struct {
+	// Address is the hub's sync endpoint, host:port.
+	Address string
+	// TLS is the agent's TLS configuration (see pki.ClientTLSConfig): its
+	// client certificate names the cluster, RootCAs the hub's CA.
+	TLS *tls.Config
+	// Cluster is this agent's cluster. Empty means the one named by the
+	// client certificate in TLS; when set, it must match that one. The hub
+	// goes by the certificate only; the client uses the name to check that
+	// what the hub sends is for its namespace.
+	Cluster string
+	// Applier applies what the hub sends.
+	Applier Applier
+	// Resources returns the member's resource summary for hellos and
+	// heartbeats; nil sends none.
+	Resources func(ctx context.Context) (*v1alpha1.ResourceSummary, error)
+	// AgentVersion, Instance and KubernetesVersion describe this agent in
+	// its hello.
+	AgentVersion      string
+	Instance          string
+	KubernetesVersion string
+	// Logger logs connection events; the zero value discards.
+	Logger logr.Logger
+
+	// HeartbeatInterval is how often a heartbeat is sent. Zero means
+	// DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// InitialBackoff and MaxBackoff bound the wait between connection
+	// attempts, which doubles after each failure, with jitter. Zero means
+	// the defaults.
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	// MaxApplyBackoff caps the wait between retries of a failed Apply or
+	// Delete. Zero means DefaultMaxApplyBackoff.
+	MaxApplyBackoff time.Duration
+	// MaxMessageBytes bounds every message, both ways. Zero means
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// InitialWindowSize, when set, fixes the HTTP/2 flow-control window
+	// (per stream and per connection) and so bounds how far the hub can
+	// send ahead of a busy applier; at least 64 KiB. Zero keeps gRPC's
+	// default, which grows the window with the measured bandwidth.
+	InitialWindowSize int32
+	// KeepaliveTime and KeepaliveTimeout: the client pings a hub that has
+	// been quiet for KeepaliveTime and reconnects when no answer comes
+	// within KeepaliveTimeout. KeepaliveTime must not be below the hub's
+	// MinPingInterval. Zero means the defaults.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+}
+
+func (c *Config) defaults() error {
+	if c.Address == "" || c.TLS == nil || c.Applier == nil {
+		return errors.New("sync client: Config.Address, Config.TLS and Config.Applier are required")
+	}
+	certCluster, err := clusterFromTLS(c.TLS)
+	switch {
+	case err != nil && c.Cluster == "":
+		return fmt.Errorf("sync client: cannot tell this agent's cluster: %w", err)
+	case err == nil && c.Cluster != "" && c.Cluster != certCluster:
+		return fmt.Errorf("sync client: Config.Cluster is %q but the client certificate is for cluster %q", c.Cluster, certCluster)
+	case c.Cluster == "":
+		c.Cluster = certCluster
+	}
+	if err := pki.ValidateClusterName(c.Cluster); err != nil {
+		return fmt.Errorf("sync client: %w", err)
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.InitialBackoff <= 0 {
+		c.InitialBackoff = DefaultInitialBackoff
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	c.MaxBackoff = max(c.MaxBackoff, c.InitialBackoff)
+	if c.MaxApplyBackoff <= 0 {
+		c.MaxApplyBackoff = DefaultMaxApplyBackoff
+	}
+	c.MaxApplyBackoff = max(c.MaxApplyBackoff, c.InitialBackoff)
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.KeepaliveTime <= 0 {
+		c.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if c.KeepaliveTimeout <= 0 {
+		c.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	return nil
+}
+
+func clusterFromTLS(cfg *tls.Config) (string, error) {
+	if len(cfg.Certificates) == 0 || len(cfg.Certificates[0].Certificate) == 0 {
+		return "", errors.New("the TLS configuration has no client certificate")
+	}
+	leaf := cfg.Certificates[0].Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(cfg.Certificates[0].Certificate[0]); err != nil {
+			return "", fmt.Errorf("parsing the client certificate: %w", err)
+		}
+	}
+	return pki.ClusterFromCertificate(leaf)
+}
+
+// Client is the agent side of the sync protocol. Build it with New, start
+// it with Run, and feed it status with ReportStatus.
+type Client struct {
+	cfg    Config
+	log    logr.Logger
+	status *statusQueue
+
+	connects     atomic.Int64
+	connected    atomic.Bool
+	snapshotDone atomic.Bool
+
+	runMu sync.Mutex // Run may not be called twice at once.
+}
+
+// New builds a Client. It does not connect; call Run.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Client{
+		cfg:    cfg,
+		log:    cfg.Logger.WithName("sync-client").WithValues("cluster", cfg.Cluster),
+		status: newStatusQueue(),
+	}, nil
+}
+
+// Cluster is the cluster this client speaks for.
+func (c *Client) Cluster() string { return c.cfg.Cluster }
+
+// State describes the client's connection, for readiness probes and tests.
+type State struct {
+	// Connected says a stream is open now.
+	Connected bool
+	// SnapshotComplete says the current stream delivered its snapshot.
+	SnapshotComplete bool
+	// Connects counts the streams opened since the client was built.
+	Connects int64
+}
+
+// State returns the client's connection state.
+func (c *Client) State() State {
+	return State{Connected: c.connected.Load(), SnapshotComplete: c.snapshotDone.Load(), Connects: c.connects.Load()}
+}
+
+// ReportStatus queues status for Work name. It never blocks: reports are
+// coalesced per Work (the latest wins) and sent as the stream allows; the
+// latest report of every Work is sent again after a reconnect, so none is
+// lost to a dropped connection. The client keeps st; do not modify it
+// afterwards.
+func (c *Client) ReportStatus(name string, st *v1alpha1.WorkStatus) {
+	c.status.report(name, st)
+}
+
+// Run connects to the hub and keeps connecting, with exponential backoff
+// and jitter, until ctx ends; then it returns nil, once every goroutine it
+// started has ended.
+func (c *Client) Run(ctx context.Context) error {
+	if !c.runMu.TryLock() {
+		return errors.New("sync client: Run is already running")
+	}
+	defer c.runMu.Unlock()
+
+	attempt := 0
+	for {
+		healthy, err := c.runStream(ctx)
+		c.connected.Store(false)
+		c.snapshotDone.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if healthy {
+			// The stream worked; a drop after that is news, not a pattern.
+			attempt = 0
+		}
+		delay := backoff(attempt, c.cfg.InitialBackoff, c.cfg.MaxBackoff)
+		attempt++
+		c.logStreamEnd(err, delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) logStreamEnd(err error, delay time.Duration) {
+	code := status.Code(err)
+	switch code {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		// Only a person can fix these; say exactly what the hub said.
+		c.log.Error(err, "the hub refused this agent; retrying in case it is fixed", "code", code.String(), "retryIn", delay)
+	default:
+		c.log.Info("sync stream ended; reconnecting", "code", code.String(), "reason", err, "retryIn", delay)
+	}
+}
+
+// backoff is the wait before connection attempt n+1: initial doubled n
+// times, capped at max, then scaled by a random factor in [0.5, 1] so
+// agents cut off together (a hub restart) do not come back together.
+func backoff(attempt int, initial, max time.Duration) time.Duration {
+	d := initial
+	for i := 0; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d/2 + rand.N(d/2+1)
+}
+
+// dial opens a fresh connection for one stream. A connection per stream
+// keeps the client's own backoff the only one in play and guarantees a
+// new TLS handshake (and so the current certificate) on every attempt.
+func (c *Client) dial() (*grpc.ClientConn, error) {
+	var opts []grpc.DialOption
+	if c.cfg.InitialWindowSize > 0 {
+		opts = append(opts,
+			grpc.WithInitialWindowSize(c.cfg.InitialWindowSize),
+			grpc.WithInitialConnWindowSize(c.cfg.InitialWindowSize))
+	}
+	return grpc.NewClient(c.cfg.Address, append(opts,
+		grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.TLS)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                c.cfg.KeepaliveTime,
+			Timeout:             c.cfg.KeepaliveTimeout,
+			PermitWithoutStream: true,
+		}),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageBytes),
+			grpc.MaxCallSendMsgSize(c.cfg.MaxMessageBytes),
+		),
+	)...)
+}

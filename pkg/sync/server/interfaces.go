@@ -1,0 +1,94 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// WorkSource is where the server reads the Works each cluster should run.
+// The hub backs it with an informer on Works; the server only reads it, and
+// learns of changes through Server.WorkChanged.
+//
+// Implementations must be safe for concurrent use and should answer from
+// memory: they are called on every agent's send path.
+type WorkSource interface {
+	// HasSynced reports whether the source has seen every Work at least
+	// once. Until it has, the server sends no snapshot, because a snapshot
+	// from a cold cache would tell agents to delete everything they run.
+	HasSynced() bool
+	// ListWorks returns the Works cluster should run, that is those in the
+	// hub namespace flotilla-cluster-<cluster>. Works being deleted should
+	// be left out. The server does not modify what it is given.
+	ListWorks(cluster string) ([]*v1alpha1.Work, error)
+	// GetWork returns one Work of cluster, or nil and no error when there
+	// is none (or it is being deleted).
+	GetWork(cluster, name string) (*v1alpha1.Work, error)
+}
+
+// ClusterRegistry says which clusters the hub knows. The hub answers from
+// its MemberCluster cache.
+type ClusterRegistry interface {
+	// ClusterKnown reports whether a MemberCluster named cluster exists.
+	// An error is a failure to find out, not a "no".
+	ClusterKnown(ctx context.Context, cluster string) (bool, error)
+}
+
+// StatusSink receives the status agents report for their Works. It is
+// called on the reporting agent's stream, one report at a time, so a slow
+// sink slows that agent's reports (which the agent coalesces) and no one
+// else's. The hub batches these into Work status patches.
+type StatusSink interface {
+	// WorkStatus records status as cluster's agent reported it for the Work
+	// name in cluster's namespace. The server has already checked that the
+	// agent may report on it.
+	WorkStatus(ctx context.Context, cluster, name string, status *v1alpha1.WorkStatus)
+}
+
+// AgentSink learns when agents come and go and when they heartbeat, so the
+// hub can keep the MemberCluster Connected and Ready conditions, last
+// heartbeat time, agent info and resource summary up to date.
+//
+// AgentConnected and AgentDisconnected are called in order for each
+// cluster and must return quickly: they are serialised across all clusters.
+// When a newer stream replaces an older one, the hub sees AgentConnected
+// for the newer one and no AgentDisconnected for the older one, since the
+// cluster never stopped being connected.
+type AgentSink interface {
+	// AgentConnected says an agent of cluster holds the stream now.
+	AgentConnected(cluster string, info AgentInfo)
+	// AgentHeartbeat says cluster's agent is alive. It is called on that
+	// agent's stream, so a slow sink slows only that agent.
+	AgentHeartbeat(cluster string, hb Heartbeat)
+	// AgentDisconnected says cluster has no stream any more; reason is why
+	// the last one ended.
+	AgentDisconnected(cluster string, reason error)
+}
+
+// AgentInfo describes a connected agent.
+type AgentInfo struct {
+	// Identity is what the agent's certificate proved, the URI SAN
+	// flotilla://cluster/<name>.
+	Identity string
+	// Version, Instance and KubernetesVersion are as the agent said in its
+	// hello; they are descriptive only and nothing is decided on them.
+	Version           string
+	Instance          string
+	KubernetesVersion string
+	// Resources is the resource summary from the hello, if any.
+	Resources *v1alpha1.ResourceSummary
+	// Peer is the agent's network address as the hub sees it.
+	Peer string
+	// ConnectedAt is when the hub accepted the stream.
+	ConnectedAt time.Time
+}
+
+// Heartbeat is one heartbeat from an agent.
+type Heartbeat struct {
+	// Time is when the hub received it; the hub uses its own clock so a
+	// member's clock skew cannot make it look alive or dead.
+	Time time.Time
+	// Resources is the agent's resource summary, nil when it had none.
+	Resources *v1alpha1.ResourceSummary
+}

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Message type label values, one per oneof case of the protocol.
+const (
+	msgHello            = "hello"
+	msgStatus           = "status"
+	msgHeartbeat        = "heartbeat"
+	msgUpsert           = "upsert"
+	msgDelete           = "delete"
+	msgSnapshotComplete = "snapshot_complete"
+)
+
+type metrics struct {
+	connected     prometheus.Gauge
+	received      *prometheus.CounterVec
+	sent          *prometheus.CounterVec
+	queueDepth    *prometheus.GaugeVec
+	sendLatency   prometheus.Histogram
+	queueWait     prometheus.Histogram
+	streamsClosed *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flotilla_sync_connected_agents",
+			Help: "Number of member clusters whose agent holds a sync stream.",
+		}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_sync_messages_received_total",
+			Help: "Messages received from agents, by type.",
+		}, []string{"type"}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_sync_messages_sent_total",
+			Help: "Messages sent to agents, by type.",
+		}, []string{"type"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_sync_queue_depth",
+			Help: "Changed Works waiting to be sent to a cluster's agent (coalesced per Work).",
+		}, []string{"cluster"}),
+		sendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "flotilla_sync_send_latency_seconds",
+			Help:    "Time to hand one message to an agent's stream; long times mean the agent or its network is not keeping up and HTTP/2 flow control is pushing back.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "flotilla_sync_queue_wait_seconds",
+			Help:    "Time from a Work change being queued for an agent to its message being sent.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		streamsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_sync_streams_closed_total",
+			Help: "Sync streams that ended, by gRPC status code (including those refused before they started).",
+		}, []string{"code"}),
+	}
+	for _, c := range []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if errors.As(err, &already) {
+				return nil, errors.New("sync server metrics are already registered on this registerer; give each server its own")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}

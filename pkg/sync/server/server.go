@@ -1,0 +1,280 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/flotilla-dev/flotilla/pkg/sync/internal/wire"
+	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
+)
+
+// Defaults for the zero values of Config's tuning fields.
+const (
+	DefaultMaxQueueDepth    = 10_000
+	DefaultMaxMessageBytes  = 16 << 20
+	DefaultHelloTimeout     = 30 * time.Second
+	DefaultSyncPollInterval = 100 * time.Millisecond
+	DefaultKeepaliveTime    = 30 * time.Second
+	DefaultKeepaliveTimeout = 10 * time.Second
+	// DefaultMinPingInterval is the shortest keepalive ping interval the
+	// server tolerates from agents; an agent pinging more often is sent
+	// GOAWAY (too_many_pings). The agent's default is 30s.
+	DefaultMinPingInterval = 10 * time.Second
+)
+
+// Config is what a Server needs. Works, Clusters and TLS are required.
+type Config struct {
+	// Works is the source of each cluster's desired Works.
+	Works WorkSource
+	// Clusters says which clusters exist.
+	Clusters ClusterRegistry
+	// Status receives agents' status reports; nil drops them.
+	Status StatusSink
+	// Agents receives connect, disconnect and heartbeat events; nil drops
+	// them.
+	Agents AgentSink
+
+	// TLS is the server's TLS configuration (see pki.ServerTLSConfig). Its
+	// ClientCAs are the CAs whose agent certificates are accepted: the
+	// server verifies every client chain against them itself, whatever
+	// ClientAuth says, so it can refuse strangers with a clear status.
+	TLS *tls.Config
+
+	// Registerer is where the server's metrics are registered; nil
+	// registers them nowhere.
+	Registerer prometheus.Registerer
+	// Logger logs stream lifecycle events; the zero value discards.
+	Logger logr.Logger
+
+	// MaxQueueDepth bounds each agent's queue of changed Works (see
+	// queue). Zero means DefaultMaxQueueDepth.
+	MaxQueueDepth int
+	// MaxMessageBytes bounds every message, both ways. Zero means
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// HelloTimeout is how long a new stream may take to send its hello.
+	// Zero means DefaultHelloTimeout.
+	HelloTimeout time.Duration
+	// SyncPollInterval is how often a new stream checks whether the source
+	// has synced. Zero means DefaultSyncPollInterval.
+	SyncPollInterval time.Duration
+	// KeepaliveTime and KeepaliveTimeout: the server pings an agent that
+	// has been quiet for KeepaliveTime and drops the connection if no
+	// answer comes within KeepaliveTimeout, so a vanished agent is noticed
+	// even when TCP is not. Zero means the defaults.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+	// MinPingInterval is the keepalive enforcement policy: the shortest
+	// ping interval allowed from agents. Zero means DefaultMinPingInterval.
+	MinPingInterval time.Duration
+}
+
+func (c *Config) defaults() error {
+	if c.Works == nil || c.Clusters == nil {
+		return errors.New("sync server: Config.Works and Config.Clusters are required")
+	}
+	if c.TLS == nil || c.TLS.ClientCAs == nil {
+		return errors.New("sync server: Config.TLS with ClientCAs is required; agents are identified by their client certificates")
+	}
+	if c.MaxQueueDepth <= 0 {
+		c.MaxQueueDepth = DefaultMaxQueueDepth
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.HelloTimeout <= 0 {
+		c.HelloTimeout = DefaultHelloTimeout
+	}
+	if c.SyncPollInterval <= 0 {
+		c.SyncPollInterval = DefaultSyncPollInterval
+	}
+	if c.KeepaliveTime <= 0 {
+		c.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if c.KeepaliveTimeout <= 0 {
+		c.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if c.MinPingInterval <= 0 {
+		c.MinPingInterval = DefaultMinPingInterval
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return nil
+}
+
+// Server is the hub side of the sync protocol: a gRPC server for the Sync
+// service, with the health service beside it.
+type Server struct {
+	syncv1.UnimplementedSyncServer
+
+	cfg     Config
+	log     logr.Logger
+	metrics *metrics
+	grpc    *grpc.Server
+	health  *health.Server
+
+	// stopCtx ends when Stop is called; every stream watches it.
+	stopCtx context.Context
+	stop    context.CancelFunc
+
+	// lifecycle serialises connect and disconnect, so the AgentSink sees
+	// them in order for each cluster.
+	lifecycle sync.Mutex
+
+	mu       sync.RWMutex
+	sessions map[string]*session // by cluster: the stream that is current
+	nextID   uint64
+}
+
+var _ syncv1.SyncServer = (*Server)(nil)
+
+// New builds a Server. It does not listen; call Serve.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger.WithName("sync-server"),
+		metrics:  m,
+		health:   health.NewServer(),
+		sessions: make(map[string]*session),
+	}
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	s.grpc = grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(cfg.TLS)),
+		// The Sync handler receives raw bytes and decodes them itself,
+		// so malformed input ends the stream with INVALID_ARGUMENT.
+		grpc.ForceServerCodecV2(wire.Codec{}),
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:    cfg.KeepaliveTime,
+			Timeout: cfg.KeepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime: cfg.MinPingInterval,
+			// Agents ping between streams too, while they back off.
+			PermitWithoutStream: true,
+		}),
+	)
+	syncv1.RegisterSyncServer(s.grpc, s)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(syncv1.Sync_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s, nil
+}
+
+// Serve accepts connections on lis until Stop is called. It returns nil
+// after Stop.
+func (s *Server) Serve(lis net.Listener) error {
+	err := s.grpc.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop ends every stream with UNAVAILABLE ("hub is shutting down"), so
+// agents reconnect elsewhere or later, marks the health service NOT_SERVING
+// and stops the gRPC server. It returns when every stream handler has
+// returned.
+func (s *Server) Stop() {
+	s.health.Shutdown()
+	s.stop()
+	s.grpc.GracefulStop()
+}
+
+// WorkChanged tells the server that Work name of cluster changed (created,
+// updated or deleted). The hub calls it from its Work informer's event
+// handlers. It never blocks on an agent: it only marks the Work in the
+// cluster's queue, and when that queue is full it ends the cluster's stream
+// (the agent resyncs on reconnect). Clusters without a stream are ignored:
+// their agent gets a snapshot when it connects.
+func (s *Server) WorkChanged(cluster, name string) {
+	s.mu.RLock()
+	sess := s.sessions[cluster]
+	s.mu.RUnlock()
+	if sess != nil {
+		sess.enqueue(name)
+	}
+}
+
+// Stats describes one cluster's current stream, for tests and debugging.
+type Stats struct {
+	// QueueDepth is how many changed Works wait to be sent now, and
+	// MaxQueueDepth the most that ever waited on this stream.
+	QueueDepth    int
+	MaxQueueDepth int
+	// SnapshotSent says the snapshot (with SnapshotComplete) went out.
+	SnapshotSent bool
+}
+
+// Stats returns cluster's stream statistics; ok is false when cluster has
+// no stream.
+func (s *Server) Stats(cluster string) (st Stats, ok bool) {
+	s.mu.RLock()
+	sess := s.sessions[cluster]
+	s.mu.RUnlock()
+	if sess == nil {
+		return Stats{}, false
+	}
+	st.QueueDepth, st.MaxQueueDepth = sess.queue.depth()
+	st.SnapshotSent = sess.snapshotSent.Load()
+	return st, true
+}
+
+// register makes sess the current stream of its cluster, replacing (and
+// ending) an older one.
+func (s *Server) register(sess *session) {
+	s.lifecycle.Lock()
+	defer s.lifecycle.Unlock()
+	s.mu.Lock()
+	old := s.sessions[sess.cluster]
+	s.sessions[sess.cluster] = sess
+	s.metrics.connected.Set(float64(len(s.sessions)))
+	s.mu.Unlock()
+	if old != nil {
+		old.cancel(status.Errorf(codes.Aborted,
+			"replaced by a newer stream for cluster %q (from %s); only one agent per cluster may hold a stream", sess.cluster, sess.info.Peer))
+	}
+	if s.cfg.Agents != nil {
+		s.cfg.Agents.AgentConnected(sess.cluster, sess.info)
+	}
+}
+
+// unregister removes sess if it is still its cluster's current stream.
+func (s *Server) unregister(sess *session, reason error) {
+	s.lifecycle.Lock()
+	defer s.lifecycle.Unlock()
+	s.mu.Lock()
+	current := s.sessions[sess.cluster] == sess
+	if current {
+		delete(s.sessions, sess.cluster)
+		s.metrics.queueDepth.DeleteLabelValues(sess.cluster)
+	}
+	s.metrics.connected.Set(float64(len(s.sessions)))
+	s.mu.Unlock()
+	if current && s.cfg.Agents != nil {
+		s.cfg.Agents.AgentDisconnected(sess.cluster, reason)
+	}
+}

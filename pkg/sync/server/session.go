@@ -1,0 +1,471 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
+	"github.com/flotilla-dev/flotilla/pkg/sync/internal/wire"
+	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
+)
+
+// session is one agent's stream.
+type session struct {
+	srv     *Server
+	cluster string
+	id      uint64
+	info    AgentInfo
+	log     logr.Logger
+	stream  syncv1.Sync_ConnectServer
+
+	// ctx ends with the stream; its cause is the status the stream ends
+	// with when the server ends it (replaced, queue overflow, shutdown).
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	queue        *queue
+	snapshotSent atomic.Bool
+
+	// held is what the agent holds, as far as this stream knows: first
+	// what its hello said, then updated with every upsert and delete sent.
+	// Only the send loop touches it.
+	held map[string]heldWork
+}
+
+var errShuttingDown = status.Error(codes.Unavailable, "hub is shutting down; reconnect later")
+
+// Connect serves one agent's stream. See the package documentation of
+// pkg/sync for the protocol.
+func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
+	defer func() { s.metrics.streamsClosed.WithLabelValues(status.Code(err).String()).Inc() }()
+
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	stopWatch := context.AfterFunc(s.stopCtx, func() { cancel(errShuttingDown) })
+	defer stopWatch()
+	if s.stopCtx.Err() != nil {
+		return errShuttingDown
+	}
+
+	cluster, identity, err := s.authenticate(ctx)
+	if err != nil {
+		s.log.Info("refused sync stream", "reason", err)
+		return err
+	}
+	log := s.log.WithValues("cluster", cluster)
+	known, err := s.cfg.Clusters.ClusterKnown(ctx, cluster)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "could not check whether cluster %q is registered: %v", cluster, err)
+	}
+	if !known {
+		log.Info("refused sync stream: no such MemberCluster")
+		return status.Errorf(codes.PermissionDenied,
+			"cluster %q is not registered with this hub: create MemberCluster %q on the hub, or use the certificate of a registered cluster", cluster, cluster)
+	}
+
+	// One goroutine reads, so that the handler can wait for the hello,
+	// for the send loop and for cancellation at the same time. It ends
+	// when the stream does: Recv fails once the handler has returned.
+	in := make(chan *syncv1.AgentMessage)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			var raw wire.Raw
+			if err := stream.RecvMsg(&raw); err != nil {
+				recvErr <- err
+				return
+			}
+			m, err := decodeAgentMessage(raw)
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case in <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	first, err := s.awaitHello(ctx, in, recvErr)
+	if err != nil {
+		return err
+	}
+	h, err := decodeHello(first)
+	if err != nil {
+		return err
+	}
+
+	p, _ := peer.FromContext(ctx)
+	sess := &session{
+		srv:     s,
+		cluster: cluster,
+		stream:  stream,
+		ctx:     ctx,
+		cancel:  cancel,
+		held:    h.held,
+		info: AgentInfo{
+			Identity:          identity,
+			Version:           h.version,
+			Instance:          h.instance,
+			KubernetesVersion: h.kubernetesVersion,
+			Resources:         h.resources,
+			ConnectedAt:       time.Now(),
+		},
+	}
+	if p != nil && p.Addr != nil {
+		sess.info.Peer = p.Addr.String()
+	}
+	depthGauge := s.metrics.queueDepth.WithLabelValues(cluster)
+	sess.queue = newQueue(s.cfg.MaxQueueDepth, func(n int) {
+		// A replaced stream's queue must not overwrite its successor's
+		// gauge while it winds down.
+		if ctx.Err() == nil {
+			depthGauge.Set(float64(n))
+		}
+	})
+	s.mu.Lock()
+	s.nextID++
+	sess.id = s.nextID
+	s.mu.Unlock()
+	sess.log = log.WithValues("stream", sess.id)
+
+	s.register(sess)
+	defer func() { s.unregister(sess, err) }()
+	sess.log.Info("agent connected", "peer", sess.info.Peer, "version", h.version, "instance", h.instance, "held", len(h.held))
+
+	// The send loop runs on its own goroutine so that a Send blocked by a
+	// stalled agent (HTTP/2 flow control) cannot keep this handler from
+	// ending the stream: returning from the handler finishes the stream,
+	// which unblocks that Send.
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- sess.sendLoop() }()
+
+	defer func() { sess.log.Info("agent stream ended", "code", status.Code(err).String(), "reason", err) }()
+	for {
+		select {
+		case m := <-in:
+			if err := sess.handle(m); err != nil {
+				return err
+			}
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				// The agent closed its side: a clean goodbye.
+				return nil
+			}
+			return streamError(ctx, err)
+		case err := <-sendErr:
+			return streamError(ctx, err)
+		case <-ctx.Done():
+			return streamError(ctx, ctx.Err())
+		}
+	}
+}
+
+// streamError picks the status the stream ends with: the cause the server
+// gave when it ended the stream itself, else the error at hand.
+func streamError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		if _, ok := status.FromError(cause); ok {
+			return cause
+		}
+		return status.FromContextError(cause).Err()
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// authenticate finds the cluster the peer's certificate names. The
+// transport asked for a certificate but did not insist (so that health
+// probes work and a stranger hears why it is refused); here a verified
+// agent certificate is required.
+func (s *Server) authenticate(ctx context.Context) (cluster, identity string, err error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", "", status.Error(codes.Unauthenticated, "no peer information; the sync service is served only over TLS")
+	}
+	tlsInfo, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return "", "", status.Error(codes.Unauthenticated, "connection is not TLS; agents must connect with mutual TLS")
+	}
+	chain := tlsInfo.State.PeerCertificates
+	if len(chain) == 0 {
+		return "", "", status.Error(codes.Unauthenticated,
+			"no client certificate: an agent must present its cluster's certificate from the hub's CA (flotilla-pki agent <cluster>)")
+	}
+	cluster, err = pki.VerifyAgent(chain, s.cfg.TLS.ClientCAs, time.Now())
+	if err != nil {
+		return "", "", status.Errorf(codes.Unauthenticated,
+			"%v; an agent must present its cluster's certificate issued by the hub's CA (flotilla-pki agent <cluster>)", err)
+	}
+	return cluster, pki.ClusterURI(cluster).String(), nil
+}
+
+func (s *Server) awaitHello(ctx context.Context, in <-chan *syncv1.AgentMessage, recvErr <-chan error) (*syncv1.Hello, error) {
+	timer := time.NewTimer(s.cfg.HelloTimeout)
+	defer timer.Stop()
+	select {
+	case m := <-in:
+		s.metrics.received.WithLabelValues(messageType(m)).Inc()
+		h := m.GetHello()
+		if h == nil {
+			return nil, invalid("the first message on a stream must be hello, got %s", messageType(m))
+		}
+		return h, nil
+	case err := <-recvErr:
+		if errors.Is(err, io.EOF) {
+			return nil, invalid("stream closed before hello")
+		}
+		return nil, streamError(ctx, err)
+	case <-timer.C:
+		return nil, status.Errorf(codes.DeadlineExceeded, "no hello within %s", s.cfg.HelloTimeout)
+	case <-ctx.Done():
+		return nil, streamError(ctx, ctx.Err())
+	}
+}
+
+func messageType(m *syncv1.AgentMessage) string {
+	switch m.GetKind().(type) {
+	case *syncv1.AgentMessage_Hello:
+		return msgHello
+	case *syncv1.AgentMessage_Status:
+		return msgStatus
+	case *syncv1.AgentMessage_Heartbeat:
+		return msgHeartbeat
+	default:
+		return "unknown"
+	}
+}
+
+// handle acts on one message after the hello. Sinks are called here, on
+// the handler goroutine, so a slow sink holds up this agent only.
+func (sess *session) handle(m *syncv1.AgentMessage) error {
+	s := sess.srv
+	s.metrics.received.WithLabelValues(messageType(m)).Inc()
+	switch k := m.GetKind().(type) {
+	case *syncv1.AgentMessage_Status:
+		name, st, err := decodeStatus(k.Status, sess.cluster)
+		if err != nil {
+			return err
+		}
+		if s.cfg.Status != nil {
+			s.cfg.Status.WorkStatus(sess.ctx, sess.cluster, name, st)
+		}
+	case *syncv1.AgentMessage_Heartbeat:
+		rs, err := decodeHeartbeat(k.Heartbeat)
+		if err != nil {
+			return err
+		}
+		if s.cfg.Agents != nil {
+			s.cfg.Agents.AgentHeartbeat(sess.cluster, Heartbeat{Time: time.Now(), Resources: rs})
+		}
+	case *syncv1.AgentMessage_Hello:
+		return invalid("hello may be sent only once per stream")
+	default:
+		return invalid("empty or unknown agent message")
+	}
+	return nil
+}
+
+// enqueue marks Work name as changed. When the queue is full the stream
+// ends: see queue.
+func (sess *session) enqueue(name string) {
+	if !sess.queue.add(name, time.Now()) {
+		now, _ := sess.queue.depth()
+		sess.cancel(status.Errorf(codes.ResourceExhausted,
+			"agent of cluster %q fell %d Work changes behind (the limit); reconnect to resync", sess.cluster, now))
+	}
+}
+
+// sendLoop sends the snapshot and then every queued change, until the
+// stream ends.
+func (sess *session) sendLoop() error {
+	if err := sess.waitSynced(); err != nil {
+		return err
+	}
+	if err := sess.sendSnapshot(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-sess.ctx.Done():
+			return sess.ctx.Err()
+		case <-sess.queue.ready:
+		}
+		for {
+			name, queued, ok := sess.queue.pop()
+			if !ok {
+				break
+			}
+			sess.srv.metrics.queueWait.Observe(time.Since(queued).Seconds())
+			if err := sess.sync(name); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// waitSynced waits for the source to have seen every Work: a snapshot from
+// a cold cache would be empty and make the agent prune everything.
+func (sess *session) waitSynced() error {
+	if sess.srv.cfg.Works.HasSynced() {
+		return nil
+	}
+	sess.log.Info("waiting for the Work source to sync before sending the snapshot")
+	t := time.NewTicker(sess.srv.cfg.SyncPollInterval)
+	defer t.Stop()
+	for !sess.srv.cfg.Works.HasSynced() {
+		select {
+		case <-sess.ctx.Done():
+			return sess.ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// sendSnapshot turns what the agent holds into what the source wants,
+// sending only the difference, and ends with SnapshotComplete. Changes that
+// arrive meanwhile are queued (the queue existed before the list was taken)
+// and sent after it; those already covered by the snapshot are skipped then
+// because held already matches.
+func (sess *session) sendSnapshot() error {
+	works, err := sess.srv.cfg.Works.ListWorks(sess.cluster)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "listing the Works of cluster %q: %v", sess.cluster, err)
+	}
+	want := make(map[string]bool, len(works))
+	names := make([]string, 0, len(works))
+	slices.SortFunc(works, func(a, b *v1alpha1.Work) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	upserts := 0
+	for _, w := range works {
+		if !sess.ours(w) || want[w.Name] {
+			continue
+		}
+		want[w.Name] = true
+		names = append(names, w.Name)
+		sent, err := sess.upsert(w)
+		if err != nil {
+			return err
+		}
+		if sent {
+			upserts++
+		}
+	}
+	var gone []string
+	for name := range sess.held {
+		if !want[name] {
+			gone = append(gone, name)
+		}
+	}
+	slices.Sort(gone)
+	for _, name := range gone {
+		if err := sess.delete(name); err != nil {
+			return err
+		}
+	}
+	msg := &syncv1.HubMessage{Kind: &syncv1.HubMessage_SnapshotComplete{SnapshotComplete: &syncv1.SnapshotComplete{Names: names}}}
+	if err := sess.send(msg, msgSnapshotComplete); err != nil {
+		return err
+	}
+	sess.snapshotSent.Store(true)
+	sess.log.Info("snapshot sent", "works", len(names), "upserts", upserts, "deletes", len(gone))
+	return nil
+}
+
+// ours guards against a source that hands out another cluster's Work: an
+// agent must never receive one.
+func (sess *session) ours(w *v1alpha1.Work) bool {
+	if w.Namespace != v1alpha1.ClusterNamespace(sess.cluster) {
+		sess.log.Error(nil, "Work source returned a Work of another namespace; not sending it", "work", w.Namespace+"/"+w.Name)
+		return false
+	}
+	return true
+}
+
+// sync sends whatever brings the agent's copy of Work name up to date,
+// reading the Work's latest state from the source.
+func (sess *session) sync(name string) error {
+	w, err := sess.srv.cfg.Works.GetWork(sess.cluster, name)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "reading Work %q of cluster %q: %v", name, sess.cluster, err)
+	}
+	if w == nil {
+		if _, held := sess.held[name]; held {
+			return sess.delete(name)
+		}
+		return nil
+	}
+	if !sess.ours(w) {
+		return nil
+	}
+	_, err = sess.upsert(w)
+	return err
+}
+
+// upsert sends w unless the agent already holds this uid and generation.
+func (sess *session) upsert(w *v1alpha1.Work) (sent bool, err error) {
+	have, held := sess.held[w.Name]
+	if held && have.uid == string(w.UID) && have.generation == w.Generation {
+		return false, nil
+	}
+	data, err := wire.EncodeWork(w)
+	if err != nil {
+		// Not the agent's fault and not retryable: skip this Work rather
+		// than end the stream over and over.
+		sess.log.Error(err, "cannot encode Work; not sending it", "work", w.Name)
+		return false, nil
+	}
+	// Leave room for the protobuf framing around the JSON.
+	if len(data) > sess.srv.cfg.MaxMessageBytes-1024 {
+		sess.log.Error(nil, "Work is larger than the maximum message size; not sending it", "work", w.Name, "bytes", len(data))
+		return false, nil
+	}
+	msg := &syncv1.HubMessage{Kind: &syncv1.HubMessage_Upsert{Upsert: &syncv1.WorkUpsert{Work: data}}}
+	if err := sess.send(msg, msgUpsert); err != nil {
+		return false, err
+	}
+	sess.held[w.Name] = heldWork{uid: string(w.UID), generation: w.Generation}
+	return true, nil
+}
+
+func (sess *session) delete(name string) error {
+	msg := &syncv1.HubMessage{Kind: &syncv1.HubMessage_Delete{Delete: &syncv1.WorkDelete{Name: name}}}
+	if err := sess.send(msg, msgDelete); err != nil {
+		return err
+	}
+	delete(sess.held, name)
+	return nil
+}
+
+func (sess *session) send(msg *syncv1.HubMessage, typ string) error {
+	start := time.Now()
+	if err := sess.stream.Send(msg); err != nil {
+		return err
+	}
+	sess.srv.metrics.sendLatency.Observe(time.Since(start).Seconds())
+	sess.srv.metrics.sent.WithLabelValues(typ).Inc()
+	return nil
+}
