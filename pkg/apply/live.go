@@ -1,0 +1,106 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// maxPods bounds the pod list ReadLive makes for a Deployment that is not
+// available: the first problem explains the Deployment, so a page is
+// plenty, and a Deployment of thousands of replicas costs no more.
+const maxPods = 100
+
+// ReadLive reads the objects the results say were applied: one read per
+// object through the reader and, only for a Deployment that is not
+// available, one list of its pods. The pods are listed through the writer
+// as unstructured objects so that a controller-runtime manager's client
+// lists them live instead of starting a cluster-wide pod informer. An
+// object that cannot be read is left out of Live (WorkStatus then reports
+// it gone) and its error is returned joined with the others.
+func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) {
+	live := Live{
+		Objects: map[v1alpha1.ResourceIdentifier]*unstructured.Unstructured{},
+		Pods:    map[v1alpha1.ResourceIdentifier][]corev1.Pod{},
+	}
+	var errs []error
+	for _, r := range results {
+		if !r.Applied() {
+			continue
+		}
+		id := r.Identifier
+		gvk := schema.GroupVersionKind{Group: id.Group, Version: id.Version, Kind: id.Kind}
+		obj, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: id.Namespace, Name: id.Name})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", describe(id), err))
+			continue
+		}
+		if obj == nil {
+			continue
+		}
+		live.Objects[id] = obj
+		if gvk.GroupKind() != DeploymentKind.GroupKind() {
+			continue
+		}
+		pods, err := a.unavailablePods(ctx, obj)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing the pods of %s: %w", describe(id), err))
+			continue
+		}
+		if pods != nil {
+			live.Pods[id] = pods
+		}
+	}
+	return live, errors.Join(errs...)
+}
+
+// unavailablePods lists the pods of Deployment obj when it is not
+// available, and returns nil without a request when it is.
+func (a *Applier) unavailablePods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error) {
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
+		return nil, fmt.Errorf("decoding the Deployment: %w", err)
+	}
+	if evaluateDeployment(&d).available || d.Spec.Selector == nil {
+		return nil, nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the Deployment's selector: %w", err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("v1")
+	list.SetKind("PodList")
+	if err := a.writer.List(ctx, list, client.InNamespace(d.Namespace),
+		client.MatchingLabelsSelector{Selector: selector}, client.Limit(maxPods)); err != nil {
+		return nil, err
+	}
+	pods := make([]corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		var p corev1.Pod
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &p); err != nil {
+			return nil, fmt.Errorf("decoding pod %s: %w", list.Items[i].GetName(), err)
+		}
+		pods = append(pods, p)
+	}
+	return pods, nil
+}
+
+// Status reads the live state of what results say was applied and computes
+// work's status from it (see ReadLive and WorkStatus). A read error is
+// returned with the status computed from what could be read.
+func (a *Applier) Status(ctx context.Context, work *v1alpha1.Work, results []Result, now time.Time) (v1alpha1.WorkStatus, error) {
+	live, err := a.ReadLive(ctx, results)
+	return WorkStatus(work, results, live, now), err
+}

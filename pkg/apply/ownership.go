@@ -1,0 +1,76 @@
+package apply
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// OwnedBy says obj was applied for the Work called workName: it carries the
+// flotilla.dev/work label with that Work's label value and the
+// flotilla.dev/work annotation with its full name. Both are required, so
+// that neither a hand-copied label nor a (vanishingly unlikely) collision of
+// shortened label values hands an object to the wrong Work.
+func OwnedBy(obj metav1.Object, workName string) bool {
+	return obj.GetLabels()[v1alpha1.LabelWork] == v1alpha1.WorkLabelValue(workName) &&
+		obj.GetAnnotations()[v1alpha1.AnnotationWork] == workName
+}
+
+// owningWork returns the name of the Work obj was applied for, or "" when it
+// carries no consistent Flotilla ownership. Prune relies on it to never
+// delete an object Flotilla did not label itself.
+func owningWork(obj metav1.Object) string {
+	name := obj.GetAnnotations()[v1alpha1.AnnotationWork]
+	if name == "" || obj.GetLabels()[v1alpha1.LabelWork] != v1alpha1.WorkLabelValue(name) {
+		return ""
+	}
+	return name
+}
+
+// notOwnedMessage says that obj, found where manifest id of Work workName
+// should go, is not that Work's, and who seems to own it instead: the Work
+// its labels name, its owner references and the field managers that wrote
+// it. People read it in the Work's Degraded condition, far from the member.
+func notOwnedMessage(id v1alpha1.ResourceIdentifier, obj metav1.Object, workName string) string {
+	var b strings.Builder
+	b.WriteString(describe(id))
+	label, hasLabel := obj.GetLabels()[v1alpha1.LabelWork]
+	other := obj.GetAnnotations()[v1alpha1.AnnotationWork]
+	switch {
+	case !hasLabel:
+		fmt.Fprintf(&b, " exists and is not managed by Flotilla (it has no %s label)", v1alpha1.LabelWork)
+	case other != "" && other != workName:
+		fmt.Fprintf(&b, " exists and belongs to Work %q, not %q", other, workName)
+	default:
+		fmt.Fprintf(&b, " exists with label %s=%q and annotation %s=%q, which do not match Work %q",
+			v1alpha1.LabelWork, label, v1alpha1.AnnotationWork, other, workName)
+	}
+	if refs := obj.GetOwnerReferences(); len(refs) > 0 {
+		owners := make([]string, 0, len(refs))
+		for _, r := range refs {
+			owners = append(owners, r.Kind+"/"+r.Name)
+		}
+		fmt.Fprintf(&b, "; owned by %s", strings.Join(owners, ", "))
+	}
+	if managers := fieldManagers(obj); len(managers) > 0 {
+		fmt.Fprintf(&b, "; field managers: %s", strings.Join(managers, ", "))
+	}
+	b.WriteString("; it was left unchanged")
+	return b.String()
+}
+
+// fieldManagers lists the distinct managers in obj's managedFields, in the
+// order the apiserver keeps them.
+func fieldManagers(obj metav1.Object) []string {
+	var managers []string
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager != "" && !slices.Contains(managers, e.Manager) {
+			managers = append(managers, e.Manager)
+		}
+	}
+	return managers
+}
