@@ -1,0 +1,19 @@
+// Package membercluster is the hub's MemberCluster health controller. The
+// sync server tells its Tracker when agents connect, heartbeat and
+// disconnect; the controller turns that into MemberCluster status (Ready,
+// Connected, last heartbeat, agent info, resource summary) and, when a
+// cluster has not heartbeated for the grace period, marks it not Ready and
+// taints it flotilla.dev/unreachable:NoExecute with the time, which is what
+// the scheduler's failover acts on. The taint goes when heartbeats resume.
+//
+// Heartbeats arrive every few seconds from every member; the controller
+// writes them through only when something a reader acts on changes (a
+// condition, the agent, the taint) or when the recorded heartbeat is older
+// than HeartbeatWriteInterval, so a thousand members cost the hub apiserver
+// a bounded number of writes per second.
+//
+// A hub that just became leader has heard no heartbeats: it counts the
+// grace period from when it started, or the last heartbeat recorded in
+// status if that is later, so agents have time to reconnect before anything
+// is declared lost.
+package membercluster

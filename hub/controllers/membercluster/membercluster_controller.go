@@ -1,0 +1,189 @@
+package membercluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/metrics"
+)
+
+// Defaults for the health controller.
+const (
+	// DefaultGrace is how long a member may go without a heartbeat before
+	// it is not Ready and tainted unreachable. Agents heartbeat every 2s.
+	DefaultGrace = 8 * time.Second
+	// DefaultHeartbeatWriteInterval bounds how often a healthy member's
+	// heartbeat alone is written to its status.
+	DefaultHeartbeatWriteInterval = 30 * time.Second
+)
+
+// Reconciler keeps MemberCluster health up to date.
+//
+// +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create
+type Reconciler struct {
+	Client  client.Client
+	Tracker *Tracker
+	Clock   clock.PassiveClock
+	// Grace is the heartbeat grace period (DefaultGrace when zero).
+	Grace time.Duration
+	// HeartbeatWriteInterval bounds heartbeat-only status writes
+	// (DefaultHeartbeatWriteInterval when zero).
+	HeartbeatWriteInterval time.Duration
+
+	since      time.Time
+	namespaces sync.Map // cluster namespaces known to exist
+}
+
+var _ reconcile.Reconciler = &Reconciler{}
+
+// SetupWithManager registers the controller; it reconciles MemberClusters
+// on their own changes and when the Tracker wakes it.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Grace == 0 {
+		r.Grace = DefaultGrace
+	}
+	if r.HeartbeatWriteInterval == 0 {
+		r.HeartbeatWriteInterval = DefaultHeartbeatWriteInterval
+	}
+	r.since = r.Clock.Now()
+	return ctrl.ControllerManagedBy(mgr).
+		For(&flotillav1.MemberCluster{}).
+		WatchesRawSource(source.Channel(r.Tracker.events, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Named("membercluster").
+		Complete(r)
+}
+
+// Reconcile updates one MemberCluster's health.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	mc := &flotillav1.MemberCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, mc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !mc.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	if err := r.ensureNamespace(ctx, mc.Name); err != nil {
+		return reconcile.Result{}, err
+	}
+	now := r.Clock.Now()
+	agent, known := r.Tracker.snapshot(mc.Name)
+	h := computeHealth(healthInput{
+		now: now, grace: r.Grace, since: r.since,
+		agent: agent, known: known,
+		recorded:   mc.Status.LastHeartbeatTime,
+		conditions: mc.Status.Conditions,
+	})
+
+	// Spec: the unreachable taint follows health.
+	taints := withUnreachableTaint(mc.Spec.Taints, h.lost, now)
+	if !equality.Semantic.DeepEqual(taints, mc.Spec.Taints) && !(len(taints) == 0 && len(mc.Spec.Taints) == 0) {
+		before := mc.DeepCopy()
+		mc.Spec.Taints = taints
+		if err := r.Client.Patch(ctx, mc, client.MergeFrom(before)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("updating the unreachable taint of %s: %w", mc.Name, err)
+		}
+	}
+
+	// Status.
+	before := mc.DeepCopy()
+	readyBefore := meta.FindStatusCondition(mc.Status.Conditions, flotillav1.ConditionReady)
+	meta.SetStatusCondition(&mc.Status.Conditions, h.ready)
+	meta.SetStatusCondition(&mc.Status.Conditions, h.connected)
+	if known {
+		if agent.connected {
+			mc.Status.Agent = &flotillav1.AgentInfo{Version: agent.info.Version, Identity: agent.info.Identity, Instance: agent.info.Instance}
+			if agent.info.KubernetesVersion != "" {
+				mc.Status.KubernetesVersion = agent.info.KubernetesVersion
+			}
+		}
+		if agent.resources != nil {
+			mc.Status.Resources = agent.resources.DeepCopy()
+		}
+	}
+	meaningful := !equality.Semantic.DeepEqual(before.Status, mc.Status)
+	heartbeatDue := h.healthy && known && !h.lastHeartbeat.IsZero() &&
+		(mc.Status.LastHeartbeatTime == nil || h.lastHeartbeat.Sub(mc.Status.LastHeartbeatTime.Time) >= r.HeartbeatWriteInterval)
+	if (meaningful || heartbeatDue) && !h.lastHeartbeat.IsZero() && known {
+		t := metav1.NewTime(h.lastHeartbeat)
+		mc.Status.LastHeartbeatTime = &t
+	}
+	if !equality.Semantic.DeepEqual(before.Status, mc.Status) {
+		if err := r.Client.Status().Patch(ctx, mc, client.MergeFrom(before)); err != nil {
+			if apierrors.IsNotFound(err) {
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("patching the status of %s: %w", mc.Name, err)
+		}
+	}
+	if readyBefore == nil || readyBefore.Status != h.ready.Status {
+		r.exportReadiness(ctx)
+	}
+
+	requeue := h.recheckAfter
+	if h.healthy && known {
+		// Come back to record the heartbeat when it is due.
+		if d := r.HeartbeatWriteInterval; requeue == 0 || d < requeue {
+			requeue = d
+		}
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// ensureNamespace creates flotilla-cluster-<name>, once per process.
+func (r *Reconciler) ensureNamespace(ctx context.Context, cluster string) error {
+	name := flotillav1.ClusterNamespace(cluster)
+	if _, ok := r.namespaces.Load(name); ok {
+		return nil
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{flotillav1.LabelCluster: cluster}}}
+	if err := r.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	r.namespaces.Store(name, true)
+	return nil
+}
+
+// exportReadiness recounts clusters by Ready state for the metrics.
+func (r *Reconciler) exportReadiness(ctx context.Context) {
+	var list flotillav1.MemberClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return
+	}
+	counts := map[string]float64{"true": 0, "false": 0, "unknown": 0}
+	for _, mc := range list.Items {
+		switch c := meta.FindStatusCondition(mc.Status.Conditions, flotillav1.ConditionReady); {
+		case c == nil || c.Status == metav1.ConditionUnknown:
+			counts["unknown"]++
+		case c.Status == metav1.ConditionTrue:
+			counts["true"]++
+		default:
+			counts["false"]++
+		}
+	}
+	for k, v := range counts {
+		metrics.MemberClusters.WithLabelValues(k).Set(v)
+	}
+}

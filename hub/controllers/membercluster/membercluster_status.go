@@ -1,0 +1,132 @@
+package membercluster
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// healthInput is what computeHealth reads.
+type healthInput struct {
+	now time.Time
+	// grace is how long a cluster may go without a heartbeat.
+	grace time.Duration
+	// since is when this hub started tracking (it heard nothing before).
+	since time.Time
+	// agent is the in-memory state; known is false when this process has
+	// heard nothing of the cluster's agent.
+	agent agentState
+	known bool
+	// recorded is the last heartbeat the status records, if any.
+	recorded *metav1.Time
+	// conditions are the current status conditions.
+	conditions []metav1.Condition
+}
+
+// healthOutput is the computed health.
+type healthOutput struct {
+	ready, connected metav1.Condition
+	// healthy says whether the cluster heartbeats within the grace period.
+	healthy bool
+	// lost says the cluster was seen once and is past its grace period:
+	// it gets the unreachable taint.
+	lost bool
+	// lastHeartbeat is the newest heartbeat known (zero if none).
+	lastHeartbeat time.Time
+	// recheckAfter is when health changes with time alone (0: never).
+	recheckAfter time.Duration
+}
+
+// computeHealth decides the Ready and Connected conditions.
+func computeHealth(in healthInput) healthOutput {
+	var out healthOutput
+	last := time.Time{}
+	if in.recorded != nil {
+		last = in.recorded.Time
+	}
+	if in.known && in.agent.lastHeartbeat.After(last) {
+		last = in.agent.lastHeartbeat
+	}
+	out.lastHeartbeat = last
+
+	// Connected says whether a stream is open to this hub now.
+	switch {
+	case in.known && in.agent.connected:
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionTrue,
+			Reason: flotillav1.ReasonStreamOpen, Message: fmt.Sprintf("agent %s connected from %s", in.agent.info.Instance, in.agent.info.Peer)}
+	case in.known:
+		msg := "the agent's stream ended"
+		if in.agent.disconnectReason != "" {
+			msg += ": " + in.agent.disconnectReason
+		}
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionFalse,
+			Reason: flotillav1.ReasonStreamClosed, Message: msg}
+	case last.IsZero():
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionFalse,
+			Reason: flotillav1.ReasonNeverConnected, Message: "no agent has connected yet"}
+	default:
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionFalse,
+			Reason: flotillav1.ReasonStreamClosed, Message: "no agent is connected to this hub instance"}
+	}
+
+	if last.IsZero() {
+		out.ready = metav1.Condition{Type: flotillav1.ConditionReady, Status: metav1.ConditionUnknown,
+			Reason: flotillav1.ReasonNeverConnected, Message: "no agent has connected yet"}
+		return out
+	}
+	// A hub that just started heard nothing: count the grace period from
+	// its start so agents can reconnect to it before anything is lost.
+	reference := last
+	if !in.known && in.since.After(reference) {
+		reference = in.since
+	}
+	deadline := reference.Add(in.grace)
+	if !in.now.After(deadline) {
+		out.healthy = true
+		out.recheckAfter = deadline.Sub(in.now) + 100*time.Millisecond
+		if !in.known {
+			// Nothing heard yet from this hub's point of view: keep Ready
+			// as it stands until the deadline.
+			if c := meta.FindStatusCondition(in.conditions, flotillav1.ConditionReady); c != nil {
+				out.ready = *c
+				out.healthy = c.Status == metav1.ConditionTrue
+				return out
+			}
+		}
+		out.ready = metav1.Condition{Type: flotillav1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: flotillav1.ReasonHeartbeating, Message: "the agent heartbeats"}
+		return out
+	}
+	out.lost = true
+	out.ready = metav1.Condition{Type: flotillav1.ConditionReady, Status: metav1.ConditionUnknown,
+		Reason:  flotillav1.ReasonHeartbeatMissed,
+		Message: fmt.Sprintf("no heartbeat since %s (grace period %s)", last.UTC().Format(time.RFC3339), in.grace)}
+	return out
+}
+
+// withUnreachableTaint returns taints with the unreachable taint present
+// (keeping its TimeAdded if it already was) or absent.
+func withUnreachableTaint(taints []corev1.Taint, present bool, now time.Time) []corev1.Taint {
+	out := make([]corev1.Taint, 0, len(taints)+1)
+	found := false
+	for _, t := range taints {
+		if t.Key == flotillav1.TaintClusterUnreachable && t.Effect == corev1.TaintEffectNoExecute {
+			if present {
+				found = true
+				out = append(out, t)
+			}
+			continue
+		}
+		out = append(out, t)
+	}
+	if present && !found {
+		added := metav1.NewTime(now.Truncate(time.Second))
+		out = append(out, corev1.Taint{Key: flotillav1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &added})
+	}
+	return out
+}

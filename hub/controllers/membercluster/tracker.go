@@ -1,0 +1,131 @@
+package membercluster
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
+)
+
+// agentState is what the hub knows, in memory, of one cluster's agent.
+type agentState struct {
+	connected     bool
+	info          syncserver.AgentInfo
+	lastHeartbeat time.Time
+	resources     *flotillav1.ResourceSummary
+	// disconnectReason is why the last stream ended.
+	disconnectReason string
+}
+
+// Tracker records agent lifecycle events from the sync server and wakes the
+// controller for the cluster when something it writes may have changed. It
+// implements the sync server's AgentSink.
+type Tracker struct {
+	mu     sync.Mutex
+	agents map[string]*agentState
+	// lastWake is when each cluster was last enqueued for a heartbeat.
+	lastWake map[string]time.Time
+	// events wakes the controller; buffered, and a full buffer drops the
+	// wake-up because the controller's own requeue catches up.
+	events chan event.GenericEvent
+	// wakeInterval bounds heartbeat-only wake-ups per cluster.
+	wakeInterval time.Duration
+}
+
+var _ syncserver.AgentSink = (*Tracker)(nil)
+
+// NewTracker returns a Tracker that wakes the controller for heartbeat-only
+// changes at most every wakeInterval per cluster.
+func NewTracker(wakeInterval time.Duration) *Tracker {
+	return &Tracker{
+		agents:       map[string]*agentState{},
+		lastWake:     map[string]time.Time{},
+		events:       make(chan event.GenericEvent, 1024),
+		wakeInterval: wakeInterval,
+	}
+}
+
+func (t *Tracker) state(cluster string) *agentState {
+	s := t.agents[cluster]
+	if s == nil {
+		s = &agentState{}
+		t.agents[cluster] = s
+	}
+	return s
+}
+
+// wake enqueues cluster without blocking.
+func (t *Tracker) wake(cluster string) {
+	t.lastWake[cluster] = time.Now()
+	select {
+	case t.events <- event.GenericEvent{Object: &flotillav1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}}:
+	default:
+	}
+}
+
+// AgentConnected implements AgentSink.
+func (t *Tracker) AgentConnected(cluster string, info syncserver.AgentInfo) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state(cluster)
+	s.connected = true
+	s.info = info
+	s.lastHeartbeat = info.ConnectedAt
+	if info.Resources != nil {
+		s.resources = info.Resources
+	}
+	s.disconnectReason = ""
+	t.wake(cluster)
+}
+
+// AgentHeartbeat implements AgentSink.
+func (t *Tracker) AgentHeartbeat(cluster string, hb syncserver.Heartbeat) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state(cluster)
+	// A heartbeat after a silence longer than the wake interval may bring a
+	// cluster back: wake the controller at once rather than at its next
+	// periodic look.
+	silent := hb.Time.Sub(s.lastHeartbeat) > t.wakeInterval
+	s.lastHeartbeat = hb.Time
+	changed := false
+	if hb.Resources != nil {
+		changed = !equality.Semantic.DeepEqual(s.resources, hb.Resources)
+		s.resources = hb.Resources
+	}
+	if silent || (changed && time.Since(t.lastWake[cluster]) >= t.wakeInterval) {
+		t.wake(cluster)
+	}
+}
+
+// AgentDisconnected implements AgentSink.
+func (t *Tracker) AgentDisconnected(cluster string, reason error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state(cluster)
+	s.connected = false
+	if reason != nil {
+		s.disconnectReason = reason.Error()
+	}
+	t.wake(cluster)
+}
+
+// snapshot returns a copy of cluster's state; ok is false when no agent of
+// cluster was ever heard of by this process.
+func (t *Tracker) snapshot(cluster string) (agentState, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.agents[cluster]
+	if !ok {
+		return agentState{}, false
+	}
+	return *s, true
+}
+
+// Events is the channel the controller watches.
+func (t *Tracker) Events() <-chan event.GenericEvent { return t.events }

@@ -1,0 +1,54 @@
+// Package metrics defines the hub's Prometheus metrics beyond
+// controller-runtime's own, registered on controller-runtime's registry so
+// the manager's metrics endpoint serves them.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// MyAppReplicas is the replicas of one MyApp in one cluster, by kind:
+	// assigned (what the Work asks for) and ready (what the member reports).
+	MyAppReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "flotilla_myapp_replicas",
+		Help: "Replicas of a MyApp in a member cluster, by kind (assigned, ready).",
+	}, []string{"namespace", "name", "cluster", "kind"})
+
+	// PlacementChanges counts decisions that changed where replicas run.
+	PlacementChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_placement_changes_total",
+		Help: "Placement decisions that changed the clusters or replicas of a MyApp.",
+	}, []string{"namespace", "name"})
+
+	// Evictions counts clusters replicas were moved away from.
+	Evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_evictions_total",
+		Help: "Times a MyApp's replicas were moved away from a cluster, by reason.",
+	}, []string{"cluster", "reason"})
+
+	// WorksWritten is the time from the start of a MyApp reconcile that
+	// changed Works to the last of them written.
+	WorksWritten = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "flotilla_myapp_works_written_seconds",
+		Help:    "Time from the start of a MyApp reconcile to all of its changed Works written.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	})
+
+	// MemberClusters is the number of member clusters by readiness.
+	MemberClusters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "flotilla_member_clusters",
+		Help: "Member clusters by Ready state (true, false, unknown).",
+	}, []string{"ready"})
+
+	// WorkStatusWrites counts Work status patches written from agent reports.
+	WorkStatusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_work_status_writes_total",
+		Help: "Work status patches written from agent reports, by result.",
+	}, []string{"result"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(MyAppReplicas, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites)
+}

@@ -1,0 +1,299 @@
+// Package render turns a MyApp into what each member cluster runs: one
+// Deployment per cluster with the per-cluster overrides applied, wrapped in
+// the Work the hub writes to flotilla-cluster-<name>. It is pure; the MyApp
+// controller and the admission webhook share it.
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+)
+
+// ContainerName is the name of the one container a MyApp renders.
+const ContainerName = "app"
+
+// ClusterOverrides collects what the MyApp's overrides say for one cluster,
+// applied in list order (a later override wins over an earlier one).
+type ClusterOverrides struct {
+	image    *flotillav1.ImageOverride
+	replicas *int32
+	env      []corev1.EnvVar
+}
+
+// OverridesFor returns the overrides that apply to cluster mc (nil mc: a
+// cluster the hub no longer knows, to which no selector applies).
+func OverridesFor(app *flotillav1.MyApp, mc *flotillav1.MemberCluster) (ClusterOverrides, error) {
+	var out ClusterOverrides
+	if mc == nil {
+		return out, nil
+	}
+	for i := range app.Spec.Overrides {
+		o := &app.Spec.Overrides[i]
+		ok, err := placement.AffinityMatches(&o.TargetCluster, mc)
+		if err != nil {
+			return out, fmt.Errorf("spec.overrides[%d] (%s): %w", i, o.Name, err)
+		}
+		if !ok {
+			continue
+		}
+		if o.Image != nil {
+			merged := ptr.Deref(out.image, flotillav1.ImageOverride{})
+			if o.Image.Registry != "" {
+				merged.Registry = o.Image.Registry
+			}
+			if o.Image.Repository != "" {
+				merged.Repository = o.Image.Repository
+			}
+			if o.Image.Tag != "" {
+				merged.Tag = o.Image.Tag
+			}
+			out.image = &merged
+		}
+		if o.Replicas != nil {
+			out.replicas = ptr.To(*o.Replicas)
+		}
+		out.env = mergeEnv(out.env, o.Env)
+	}
+	return out, nil
+}
+
+// mergeEnv sets each variable of extra in base, replacing one of the same
+// name in place and appending new ones, so the order stays stable.
+func mergeEnv(base, extra []corev1.EnvVar) []corev1.EnvVar {
+	if len(extra) == 0 {
+		return base
+	}
+	out := append([]corev1.EnvVar(nil), base...)
+	for _, e := range extra {
+		replaced := false
+		for i := range out {
+			if out[i].Name == e.Name {
+				out[i] = e
+				replaced = true
+				break
+			}
+		}
+		if !replaced {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// splitImage splits [registry/]repository[:tag][@digest] the way container
+// runtimes do: the first path part is a registry when it has a dot or a
+// port, or is localhost.
+func splitImage(image string) (registry, repository, tag, digest string) {
+	rest := image
+	if i := strings.Index(rest, "@"); i >= 0 {
+		rest, digest = rest[:i], rest[i+1:]
+	}
+	if i := strings.Index(rest, "/"); i >= 0 {
+		first := rest[:i]
+		if strings.ContainsAny(first, ".:") || first == "localhost" {
+			registry, rest = first, rest[i+1:]
+		}
+	}
+	if i := strings.LastIndex(rest, ":"); i >= 0 {
+		rest, tag = rest[:i], rest[i+1:]
+	}
+	return registry, rest, tag, digest
+}
+
+// OverrideImage applies o to image. Overriding the tag drops a digest, since
+// a digest would pin the old image whatever the tag says.
+func OverrideImage(image string, o *flotillav1.ImageOverride) string {
+	if o == nil {
+		return image
+	}
+	registry, repository, tag, digest := splitImage(image)
+	if o.Registry != "" {
+		registry = o.Registry
+	}
+	if o.Repository != "" {
+		repository = o.Repository
+	}
+	if o.Tag != "" {
+		tag, digest = o.Tag, ""
+	}
+	out := repository
+	if registry != "" {
+		out = registry + "/" + out
+	}
+	if tag != "" {
+		out += ":" + tag
+	}
+	if digest != "" {
+		out += "@" + digest
+	}
+	return out
+}
+
+// SelectorLabels select the pods of app's Deployment in every member.
+func SelectorLabels(app *flotillav1.MyApp) map[string]string {
+	return map[string]string{
+		flotillav1.LabelMyAppNamespace: app.Namespace,
+		flotillav1.LabelMyAppName:      app.Name,
+	}
+}
+
+// TargetNamespace is where the Deployment goes in each member.
+func TargetNamespace(app *flotillav1.MyApp) string {
+	if app.Spec.TargetNamespace != "" {
+		return app.Spec.TargetNamespace
+	}
+	return app.Namespace
+}
+
+// Deployment renders app's Deployment for one cluster with the
+// scheduled replicas, before overrides.
+func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) *appsv1.Deployment {
+	sel := SelectorLabels(app)
+	podLabels := map[string]string{}
+	annotations := map[string]string{}
+	container := corev1.Container{
+		Name:  ContainerName,
+		Image: OverrideImage(app.Spec.Image, ov.image),
+	}
+	if t := app.Spec.Template; t != nil {
+		for k, v := range t.Labels {
+			podLabels[k] = v
+		}
+		for k, v := range t.Annotations {
+			annotations[k] = v
+		}
+		container.Command = t.Command
+		container.Args = t.Args
+		container.Ports = t.Ports
+		container.Env = t.Env
+		container.Resources = t.Resources
+	}
+	container.Env = mergeEnv(container.Env, ov.env)
+	// The selector labels win over user labels, or the Deployment would not
+	// select its own pods.
+	for k, v := range sel {
+		podLabels[k] = v
+	}
+	if ov.replicas != nil {
+		replicas = *ov.replicas
+	}
+	labels := map[string]string{
+		"app.kubernetes.io/name":       app.Name,
+		"app.kubernetes.io/managed-by": "flotilla",
+	}
+	for k, v := range sel {
+		labels[k] = v
+	}
+	d := &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      app.Name,
+			Namespace: TargetNamespace(app),
+			Labels:    labels,
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{container}},
+			},
+		},
+	}
+	if len(annotations) > 0 {
+		d.Spec.Template.Annotations = annotations
+	}
+	return d
+}
+
+// deploymentReplicas is the replica count a rendered Work asks for.
+func deploymentReplicas(scheduled int32, ov ClusterOverrides) int32 {
+	if ov.replicas != nil {
+		return *ov.replicas
+	}
+	return scheduled
+}
+
+// manifestJSON encodes obj without the fields a client never sets (status,
+// creationTimestamp), so what the hub stores compares equal to what it
+// renders next time.
+func manifestJSON(obj runtime.Object) ([]byte, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	delete(u, "status")
+	if md, ok := u["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	if spec, ok := u["spec"].(map[string]any); ok {
+		if tmpl, ok := spec["template"].(map[string]any); ok {
+			if md, ok := tmpl["metadata"].(map[string]any); ok {
+				delete(md, "creationTimestamp")
+			}
+		}
+	}
+	return json.Marshal(u)
+}
+
+// Work renders the Work that tells cluster to run replicas of app.
+func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, replicas int32) (*flotillav1.Work, int32, error) {
+	ov, err := OverridesFor(app, mc)
+	if err != nil {
+		return nil, 0, err
+	}
+	d := Deployment(app, replicas, ov)
+	raw, err := manifestJSON(d)
+	if err != nil {
+		return nil, 0, fmt.Errorf("encoding the Deployment for %s: %w", cluster, err)
+	}
+	w := &flotillav1.Work{
+		TypeMeta: metav1.TypeMeta{APIVersion: flotillav1.GroupVersion.String(), Kind: "Work"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      flotillav1.WorkName(app.Namespace, app.Name),
+			Namespace: flotillav1.ClusterNamespace(cluster),
+			Labels: map[string]string{
+				flotillav1.LabelMyAppNamespace: app.Namespace,
+				flotillav1.LabelMyAppName:      app.Name,
+				flotillav1.LabelCluster:        cluster,
+			},
+		},
+		Spec: flotillav1.WorkSpec{Manifests: []flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
+	}
+	return w, deploymentReplicas(replicas, ov), nil
+}
+
+// SameManifests says whether two Works ask for the same objects, comparing
+// decoded JSON so key order and the apiserver's re-encoding do not count.
+func SameManifests(a, b []flotillav1.Manifest) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		var x, y any
+		if json.Unmarshal(a[i].Raw, &x) != nil || json.Unmarshal(b[i].Raw, &y) != nil {
+			return false
+		}
+		if !jsonEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+func jsonEqual(x, y any) bool {
+	xb, err1 := json.Marshal(x)
+	yb, err2 := json.Marshal(y)
+	// encoding/json sorts map keys, so equal values encode equally.
+	return err1 == nil && err2 == nil && string(xb) == string(yb)
+}

@@ -1,0 +1,261 @@
+// Package setup wires the hub manager: the MyApp and MemberCluster
+// controllers, the admission webhook, and the sync server with its bridge to
+// the hub's caches. The hub binary calls Run; tests call it too, in process,
+// against testbed or envtest apiservers.
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/controllers/membercluster"
+	"github.com/flotilla-dev/flotilla/hub/controllers/myapp"
+	"github.com/flotilla-dev/flotilla/hub/syncbridge"
+	hubwebhook "github.com/flotilla-dev/flotilla/hub/webhook"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
+	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
+)
+
+// The hub's leader election and events.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Options configure the hub.
+type Options struct {
+	// Config is the hub apiserver's client config.
+	Config *rest.Config
+	// LeaderElection, LeaderElectionID and LeaderElectionNamespace
+	// configure the Lease that makes one replica the leader.
+	LeaderElection          bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz
+	// ("0" disables).
+	MetricsAddr, ProbeAddr string
+	// SyncAddr is where the gRPC sync server listens (leader only).
+	SyncAddr string
+	// CertDir holds ca.crt, hub.crt and hub.key (pkg/pki's layout): the
+	// sync server and the webhook server present hub.crt, and agents'
+	// certificates must chain to ca.crt.
+	CertDir string
+	// WebhookAddr is the webhook server's host:port ("" disables the
+	// webhook).
+	WebhookAddr string
+	// HeartbeatGrace is how long a member may go without a heartbeat.
+	HeartbeatGrace time.Duration
+	// HeartbeatWriteInterval bounds heartbeat-only status writes.
+	HeartbeatWriteInterval time.Duration
+	// Logger is the manager's logger.
+	Logger logr.Logger
+	// OnSyncListening, when set, is told the sync server's address once it
+	// listens (tests pass ":0").
+	OnSyncListening func(addr string)
+}
+
+// Scheme returns the hub's scheme: core types and Flotilla's.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := flotillav1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run runs the hub until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	hub, err := New(ctx, opts)
+	if err != nil {
+		return err
+	}
+	return hub.Manager.Start(ctx)
+}
+
+// Hub is a wired hub manager and the parts tests reach into.
+type Hub struct {
+	// Manager runs everything; Start it.
+	Manager manager.Manager
+	// Tracker is the sync server's AgentSink: what it hears of agents
+	// drives MemberCluster health.
+	Tracker *membercluster.Tracker
+	// StatusWriter is the sync server's StatusSink.
+	StatusWriter *syncbridge.StatusWriter
+	// Sync is the sync server (nil without Options.SyncAddr).
+	Sync *syncserver.Server
+}
+
+// New builds the hub manager with every controller, the webhook and the
+// sync server registered, ready to Start.
+func New(ctx context.Context, opts Options) (*Hub, error) {
+	if opts.Config == nil {
+		return nil, errors.New("hub: a kubeconfig is required")
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        opts.Logger,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		// Short leases: a dead leader is replaced within seconds, in line
+		// with failover in seconds.
+		LeaseDuration:          ptrDuration(8 * time.Second),
+		RenewDeadline:          ptrDuration(6 * time.Second),
+		RetryPeriod:            ptrDuration(1 * time.Second),
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.ProbeAddr,
+	}
+	if opts.WebhookAddr != "" {
+		host, port, err := splitHostPort(opts.WebhookAddr)
+		if err != nil {
+			return nil, fmt.Errorf("--webhook-addr: %w", err)
+		}
+		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
+			Host: host, Port: port, CertDir: opts.CertDir,
+			CertName: pki.HubCertFile, KeyName: pki.HubKeyFile,
+		})
+	}
+	mgr, err := ctrl.NewManager(opts.Config, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the hub manager: %w", err)
+	}
+	tracker := membercluster.NewTracker(5 * time.Second)
+	statusWriter := &syncbridge.StatusWriter{Client: mgr.GetClient(), Reader: mgr.GetCache()}
+	if err := mgr.Add(statusWriter); err != nil {
+		return nil, err
+	}
+	hub := &Hub{Manager: mgr, Tracker: tracker, StatusWriter: statusWriter}
+	if err := (&myapp.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("flotilla-hub"),
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the MyApp controller: %w", err)
+	}
+	if err := (&membercluster.Reconciler{
+		Client:                 mgr.GetClient(),
+		Tracker:                tracker,
+		Grace:                  opts.HeartbeatGrace,
+		HeartbeatWriteInterval: opts.HeartbeatWriteInterval,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the MemberCluster controller: %w", err)
+	}
+	if opts.WebhookAddr != "" {
+		if err := (&hubwebhook.MyAppWebhook{Reader: mgr.GetCache()}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the MyApp webhook: %w", err)
+		}
+	}
+
+	if opts.SyncAddr != "" {
+		source, err := syncbridge.NewWorkSource(ctx, mgr.GetCache())
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg, err := pki.ServerTLSConfig(filepath.Join(opts.CertDir, pki.HubCertFile), filepath.Join(opts.CertDir, pki.HubKeyFile), filepath.Join(opts.CertDir, pki.CACertFile))
+		if err != nil {
+			return nil, fmt.Errorf("loading the sync server's certificates from %s: %w", opts.CertDir, err)
+		}
+		srv, err := syncserver.New(syncserver.Config{
+			Works:      source,
+			Clusters:   syncbridge.Registry{Reader: mgr.GetCache()},
+			Status:     statusWriter,
+			Agents:     tracker,
+			TLS:        tlsCfg,
+			Registerer: ctrlmetrics.Registry,
+			Logger:     opts.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		source.Notify(srv.WorkChanged)
+		hub.Sync = srv
+		if err := mgr.Add(&syncRunnable{srv: srv, addr: opts.SyncAddr, onListening: opts.OnSyncListening}); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return hub, nil
+}
+
+// syncRunnable serves the sync server on the leader only: Works and status
+// are the leader's business, and an agent that reaches a standby is refused
+// at connect time and tries the next hub address.
+type syncRunnable struct {
+	srv         *syncserver.Server
+	addr        string
+	onListening func(string)
+}
+
+func (r *syncRunnable) NeedLeaderElection() bool { return true }
+
+func (r *syncRunnable) Start(ctx context.Context) error {
+	lis, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		return fmt.Errorf("listening for agents on %s: %w", r.addr, err)
+	}
+	if r.onListening != nil {
+		r.onListening(lis.Addr().String())
+	}
+	errCh := make(chan error, 1)
+	go func() { errCh <- r.srv.Serve(lis) }()
+	select {
+	case <-ctx.Done():
+		r.srv.Stop()
+		return nil
+	case err := <-errCh:
+		return err
+	}
+}
+
+func ptrDuration(d time.Duration) *time.Duration { return &d }
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	var port int
+	if _, err := fmt.Sscanf(p, "%d", &port); err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", p, err)
+	}
+	return host, port, nil
+}
+
+// Hostname names this replica in logs and leases.
+func Hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "unknown"
+	}
+	return h
+}

@@ -1,0 +1,6 @@
+// Package syncbridge connects pkg/sync's hub-side server to the hub's
+// cluster state: a WorkSource backed by the manager's Work informer (whose
+// events tell the server what changed), a ClusterRegistry backed by the
+// MemberCluster cache, and a StatusSink that writes agents' reports into
+// Work status, coalesced per Work and written by a few workers in parallel.
+package syncbridge

@@ -1,0 +1,279 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+)
+
+// Paths the webhooks are served on (controller-runtime's convention).
+const (
+	MutatePath   = "/mutate-flotilla-dev-v1alpha1-myapp"
+	ValidatePath = "/validate-flotilla-dev-v1alpha1-myapp"
+)
+
+// MyAppWebhook defaults and validates MyApps.
+type MyAppWebhook struct {
+	// Reader lists MemberClusters to warn about weights for clusters that
+	// do not exist yet (nil: no such warnings).
+	Reader client.Reader
+}
+
+var (
+	_ admission.Defaulter[*flotillav1.MyApp] = &MyAppWebhook{}
+	_ admission.Validator[*flotillav1.MyApp] = &MyAppWebhook{}
+)
+
+// SetupWithManager registers both webhooks on the manager's webhook server.
+func (w *MyAppWebhook) SetupWithManager(mgr manager.Manager) error {
+	return builder.WebhookManagedBy(mgr, &flotillav1.MyApp{}).
+		WithDefaulter(w).
+		WithValidator(w).
+		Complete()
+}
+
+// Default fills in the policy in force where the user left it out, with the
+// same values the CRD defaults and the scheduler assume.
+func (w *MyAppWebhook) Default(_ context.Context, app *flotillav1.MyApp) error {
+	if app.Spec.Replicas == nil {
+		app.Spec.Replicas = ptr.To[int32](1)
+	}
+	p := &app.Spec.Placement
+	if p.ReplicaScheduling == nil {
+		p.ReplicaScheduling = &flotillav1.ReplicaSchedulingStrategy{}
+	}
+	rs := p.ReplicaScheduling
+	if rs.ReplicaSchedulingType == "" {
+		rs.ReplicaSchedulingType = flotillav1.ReplicaSchedulingDuplicated
+	}
+	if rs.ReplicaSchedulingType == flotillav1.ReplicaSchedulingDivided && rs.ReplicaDivisionPreference == "" {
+		rs.ReplicaDivisionPreference = flotillav1.ReplicaDivisionWeighted
+	}
+	if app.Spec.Failover == nil {
+		app.Spec.Failover = &flotillav1.FailoverPolicy{}
+	}
+	f := app.Spec.Failover
+	if f.ClusterUnreachable == nil {
+		f.ClusterUnreachable = &flotillav1.ClusterFailover{}
+	}
+	cu := f.ClusterUnreachable
+	if cu.TolerationSeconds == nil {
+		cu.TolerationSeconds = ptr.To[int32](placement.DefaultUnreachableTolerationSeconds)
+	}
+	if cu.PurgeMode == "" {
+		cu.PurgeMode = flotillav1.PurgeGraciously
+	}
+	if cu.GracePeriodSeconds == nil {
+		cu.GracePeriodSeconds = ptr.To[int32](600)
+	}
+	if f.Failback == nil {
+		f.Failback = &flotillav1.FailbackPolicy{}
+	}
+	if f.Failback.Enabled == nil {
+		f.Failback.Enabled = ptr.To(true)
+	}
+	if f.Failback.StabilizationWindowSeconds == nil {
+		f.Failback.StabilizationWindowSeconds = ptr.To[int32](placement.DefaultFailbackWindowSeconds)
+	}
+	if app.Spec.Rollout == nil {
+		app.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutAll}
+	}
+	return nil
+}
+
+// ValidateCreate implements admission.Validator.
+func (w *MyAppWebhook) ValidateCreate(ctx context.Context, app *flotillav1.MyApp) (admission.Warnings, error) {
+	return w.validate(ctx, app)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (w *MyAppWebhook) ValidateUpdate(ctx context.Context, _, app *flotillav1.MyApp) (admission.Warnings, error) {
+	return w.validate(ctx, app)
+}
+
+// ValidateDelete implements admission.Validator; deletion is always allowed.
+func (w *MyAppWebhook) ValidateDelete(context.Context, *flotillav1.MyApp) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (w *MyAppWebhook) validate(ctx context.Context, app *flotillav1.MyApp) (admission.Warnings, error) {
+	errs, warnings := ValidateMyApp(app)
+	if w.Reader != nil {
+		warnings = append(warnings, w.unknownClusterWarnings(ctx, app)...)
+	}
+	if len(errs) > 0 {
+		return warnings, apierrors.NewInvalid(flotillav1.GroupVersion.WithKind("MyApp").GroupKind(), app.Name, errs)
+	}
+	return warnings, nil
+}
+
+// imageRef is the container image reference grammar:
+// [host[:port]/]path[:tag][@digest], path components lowercase.
+var imageRef = regexp.MustCompile(`^` +
+	`(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?/)?` +
+	`[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*` +
+	`(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?` +
+	`(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`)
+
+// ValidImage says whether s is a valid image reference.
+func ValidImage(s string) bool { return len(s) <= 512 && imageRef.MatchString(s) }
+
+// ValidateMyApp checks what the CRD schema cannot. It returns errors naming
+// the field, and warnings for what is allowed but probably not meant.
+func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
+	var errs field.ErrorList
+	var warnings []string
+	spec := field.NewPath("spec")
+
+	if !ValidImage(app.Spec.Image) {
+		errs = append(errs, field.Invalid(spec.Child("image"), app.Spec.Image,
+			"must be an image reference [registry[:port]/]repository[:tag][@digest] with a lowercase repository"))
+	}
+
+	if t := app.Spec.Template; t != nil {
+		res := spec.Child("template", "resources")
+		for name, req := range t.Resources.Requests {
+			if lim, ok := t.Resources.Limits[name]; ok && req.Cmp(lim) > 0 {
+				errs = append(errs, field.Invalid(res.Child("requests").Key(string(name)), req.String(),
+					fmt.Sprintf("must be less than or equal to the %s limit %s", name, lim.String())))
+			}
+		}
+	}
+
+	p := app.Spec.Placement
+	pp := spec.Child("placement")
+	errs = append(errs, validateAffinity(p.ClusterAffinity, pp.Child("clusterAffinity"))...)
+	for i := range p.ClusterAffinities {
+		errs = append(errs, validateAffinity(&p.ClusterAffinities[i].ClusterAffinity, pp.Child("clusterAffinities").Index(i))...)
+	}
+	for i, t := range p.ClusterTolerations {
+		tp := pp.Child("clusterTolerations").Index(i)
+		if t.Operator == corev1.TolerationOpExists && t.Value != "" {
+			errs = append(errs, field.Invalid(tp.Child("value"), t.Value, "must be empty when operator is Exists"))
+		}
+		if t.Key == "" && t.Operator != corev1.TolerationOpExists {
+			errs = append(errs, field.Invalid(tp.Child("operator"), t.Operator, "must be Exists when key is empty"))
+		}
+		if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+			errs = append(errs, field.Invalid(tp.Child("tolerationSeconds"), *t.TolerationSeconds, "is only valid with effect NoExecute"))
+		}
+	}
+
+	// Which clusters can ever be selected, when the affinity names them.
+	allowed, excluded := namedClusters(p.ClusterAffinity)
+	if rs := p.ReplicaScheduling; rs != nil && rs.WeightPreference != nil {
+		for i, sw := range rs.WeightPreference.StaticWeightList {
+			wp := pp.Child("replicaScheduling", "weightPreference", "staticWeightList").Index(i)
+			errs = append(errs, validateAffinity(&sw.TargetCluster, wp.Child("targetCluster"))...)
+			for j, n := range sw.TargetCluster.ClusterNames {
+				if excluded[n] || (allowed != nil && !allowed[n]) {
+					errs = append(errs, field.Invalid(wp.Child("targetCluster", "clusterNames").Index(j), n,
+						"names a cluster that spec.placement.clusterAffinity never selects, so the weight could never apply"))
+				}
+			}
+		}
+	}
+	if allowed != nil {
+		for i, sc := range p.SpreadConstraints {
+			if sc.SpreadByField == flotillav1.SpreadByFieldCluster && sc.MinGroups != nil && int(*sc.MinGroups) > len(allowed) {
+				errs = append(errs, field.Invalid(pp.Child("spreadConstraints").Index(i).Child("minGroups"), *sc.MinGroups,
+					fmt.Sprintf("exceeds the %d clusters spec.placement.clusterAffinity.clusterNames allows", len(allowed))))
+			}
+		}
+	}
+
+	for i, o := range app.Spec.Overrides {
+		op := spec.Child("overrides").Index(i)
+		errs = append(errs, validateAffinity(&o.TargetCluster, op.Child("targetCluster"))...)
+		if o.Image != nil {
+			img := render.OverrideImage(app.Spec.Image, o.Image)
+			if ValidImage(app.Spec.Image) && !ValidImage(img) {
+				errs = append(errs, field.Invalid(op.Child("image"), img, "the overridden image is not a valid image reference"))
+			}
+		}
+		if o.Replicas != nil && (p.ReplicaScheduling == nil || p.ReplicaScheduling.ReplicaSchedulingType != flotillav1.ReplicaSchedulingDivided) {
+			continue
+		}
+		if o.Replicas != nil {
+			warnings = append(warnings, fmt.Sprintf("spec.overrides[%d].replicas replaces the scheduler's share in the clusters it selects, so the total may differ from spec.replicas", i))
+		}
+	}
+	return errs, warnings
+}
+
+// validateAffinity checks the label selector of an affinity.
+func validateAffinity(a *flotillav1.ClusterAffinity, path *field.Path) field.ErrorList {
+	if a == nil || a.LabelSelector == nil {
+		return nil
+	}
+	if _, err := metav1.LabelSelectorAsSelector(a.LabelSelector); err != nil {
+		return field.ErrorList{field.Invalid(path.Child("labelSelector"), a.LabelSelector.String(), err.Error())}
+	}
+	return nil
+}
+
+// namedClusters returns, when the affinity lists clusterNames, the set it
+// allows (nil otherwise), and the excluded set.
+func namedClusters(a *flotillav1.ClusterAffinity) (allowed, excluded map[string]bool) {
+	excluded = map[string]bool{}
+	if a == nil {
+		return nil, excluded
+	}
+	for _, n := range a.ExcludeClusters {
+		excluded[n] = true
+	}
+	if len(a.ClusterNames) == 0 {
+		return nil, excluded
+	}
+	allowed = map[string]bool{}
+	for _, n := range a.ClusterNames {
+		if !excluded[n] {
+			allowed[n] = true
+		}
+	}
+	return allowed, excluded
+}
+
+// unknownClusterWarnings warns about cluster names that no MemberCluster
+// has yet: allowed, since clusters may join later, but often a typo.
+func (w *MyAppWebhook) unknownClusterWarnings(ctx context.Context, app *flotillav1.MyApp) []string {
+	var list flotillav1.MemberClusterList
+	if err := w.Reader.List(ctx, &list); err != nil {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, mc := range list.Items {
+		known[mc.Name] = true
+	}
+	var out []string
+	check := func(path string, names []string) {
+		for i, n := range names {
+			if !known[n] {
+				out = append(out, fmt.Sprintf("%s[%d]: no MemberCluster %q exists (yet)", path, i, n))
+			}
+		}
+	}
+	if a := app.Spec.Placement.ClusterAffinity; a != nil {
+		check("spec.placement.clusterAffinity.clusterNames", a.ClusterNames)
+	}
+	if rs := app.Spec.Placement.ReplicaScheduling; rs != nil && rs.WeightPreference != nil {
+		for i, sw := range rs.WeightPreference.StaticWeightList {
+			check(fmt.Sprintf("spec.placement.replicaScheduling.weightPreference.staticWeightList[%d].targetCluster.clusterNames", i), sw.TargetCluster.ClusterNames)
+		}
+	}
+	return out
+}
