@@ -390,6 +390,7 @@ type Applier struct {
 	gate      chan struct{} // when non-nil, every call waits for it to close
 	stalled   int           // calls waiting at the gate now
 	log       []string      // "apply name@gen", "delete name", "snapshot n"
+	failNext  int           // fail this many more Apply calls
 	report    func(name string, st *v1alpha1.WorkStatus)
 }
 
@@ -404,6 +405,13 @@ func NewApplier() *Applier {
 func (a *Applier) ReportTo(fn func(name string, st *v1alpha1.WorkStatus)) {
 	a.mu.Lock()
 	a.report = fn
+	a.mu.Unlock()
+}
+
+// FailApplies makes the next n Apply calls fail.
+func (a *Applier) FailApplies(n int) {
+	a.mu.Lock()
+	a.failNext = n
 	a.mu.Unlock()
 }
 
@@ -471,6 +479,11 @@ func (a *Applier) Apply(ctx context.Context, w *v1alpha1.Work) error {
 		return err
 	}
 	a.mu.Lock()
+	if a.failNext > 0 {
+		a.failNext--
+		a.mu.Unlock()
+		return fmt.Errorf("injected failure applying %s", w.Name)
+	}
 	a.held[w.Name] = w
 	a.applies[fmt.Sprintf("%s@%d (uid %s)", w.Name, w.Generation, w.UID)]++
 	a.calls++
