@@ -153,7 +153,7 @@ func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, m *v1a
 	if err != nil {
 		return failed(id, v1alpha1.ReasonApplyFailed, fmt.Errorf("reading the existing object: %w", err))
 	}
-	if existing != nil && !OwnedBy(existing, work.Name) {
+	if existing != nil && !claimable(existing, work.Name) {
 		msg := notOwnedMessage(id, existing, work.Name)
 		return Result{Identifier: id, Reason: v1alpha1.ReasonNotOwned, Message: msg}, fmt.Errorf("%s: %w", msg, ErrNotOwned)
 	}

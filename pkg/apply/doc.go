@@ -12,9 +12,11 @@
 // with the full Work name (plus the Work's flotilla.dev/myapp-name and
 // flotilla.dev/myapp-namespace labels when it has them). An object is owned
 // by a Work when it carries both and they agree. Apply reads an object
-// before it writes it and leaves alone one that exists without that
-// ownership, reporting it with reason NotOwned; Delete and Prune only ever
-// touch owned objects, so an unlabelled object is never deleted.
+// before it writes it and leaves alone one that lacks the Work's label or
+// whose annotation names another Work, reporting it with reason NotOwned
+// (it does write an object that carries the label but lost the annotation,
+// and puts the annotation back). Delete and Prune only ever touch owned
+// objects, so an unlabelled object is never deleted.
 //
 // # Reads and writes
 //

@@ -20,6 +20,17 @@ func OwnedBy(obj metav1.Object, workName string) bool {
 		obj.GetAnnotations()[v1alpha1.AnnotationWork] == workName
 }
 
+// claimable says Apply may write obj for the Work called workName: it
+// carries the Work's label and no annotation naming another Work. An owned
+// object is claimable; so is one whose annotation was removed by hand (the
+// label alone names the Work, and the apply puts the annotation back). It
+// is more lenient than OwnedBy on purpose: writing an object labelled for
+// this Work is safe, deleting one is done only on full evidence.
+func claimable(obj metav1.Object, workName string) bool {
+	other, annotated := obj.GetAnnotations()[v1alpha1.AnnotationWork]
+	return obj.GetLabels()[v1alpha1.LabelWork] == v1alpha1.WorkLabelValue(workName) && (!annotated || other == workName)
+}
+
 // owningWork returns the name of the Work obj was applied for, or "" when it
 // carries no consistent Flotilla ownership. Prune relies on it to never
 // delete an object Flotilla did not label itself.
