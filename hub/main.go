@@ -40,6 +40,7 @@ func run() error {
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&opts.SyncAddr, "sync-bind-address", ":9443", "address the gRPC sync server listens on for agents")
 	fs.StringVar(&opts.WebhookAddr, "webhook-bind-address", ":9444", "address of the admission webhook server (empty disables it)")
+	fs.StringVar(&opts.RegisterWebhookURL, "register-webhook-url", "", "register the webhook configurations with the hub apiserver at this base URL (for hubs run outside the hub cluster, e.g. https://127.0.0.1:9444)")
 	fs.StringVar(&opts.CertDir, "cert-dir", "/etc/flotilla/certs", "folder with ca.crt, hub.crt and hub.key (see flotilla-pki)")
 	fs.DurationVar(&opts.HeartbeatGrace, "heartbeat-grace", membercluster.DefaultGrace, "how long a member may go without a heartbeat before it is not Ready and tainted unreachable")
 	fs.DurationVar(&opts.HeartbeatWriteInterval, "heartbeat-write-interval", membercluster.DefaultHeartbeatWriteInterval, "the most often a healthy member's heartbeat alone is written to its status")

@@ -14,10 +14,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -66,6 +69,16 @@ type Options struct {
 	HeartbeatWriteInterval time.Duration
 	// Logger is the manager's logger.
 	Logger logr.Logger
+	// Registerer is where the sync server's metrics go (default:
+	// controller-runtime's registry, served on MetricsAddr).
+	Registerer prometheus.Registerer
+	// SkipNameValidation lets tests run several managers in one process.
+	SkipNameValidation bool
+	// RegisterWebhookURL, when set, makes the hub register its webhook
+	// configurations with the hub apiserver at this base URL (e.g.
+	// https://127.0.0.1:9444), trusting CertDir/ca.crt. For hubs run as
+	// local processes (testbed, demo); in a cluster the manifests do it.
+	RegisterWebhookURL string
 	// OnSyncListening, when set, is told the sync server's address once it
 	// listens (tests pass ":0").
 	OnSyncListening func(addr string)
@@ -128,6 +141,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		RenewDeadline:          ptrDuration(6 * time.Second),
 		RetryPeriod:            ptrDuration(1 * time.Second),
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
 		HealthProbeBindAddress: opts.ProbeAddr,
 	}
 	if opts.WebhookAddr != "" {
@@ -168,9 +182,26 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		if err := (&hubwebhook.MyAppWebhook{Reader: mgr.GetCache()}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the MyApp webhook: %w", err)
 		}
+		if opts.RegisterWebhookURL != "" {
+			caBundle, err := os.ReadFile(filepath.Join(opts.CertDir, pki.CACertFile))
+			if err != nil {
+				return nil, fmt.Errorf("reading the webhook CA bundle: %w", err)
+			}
+			c, err := client.New(opts.Config, client.Options{Scheme: scheme})
+			if err != nil {
+				return nil, err
+			}
+			if err := hubwebhook.Register(ctx, c, opts.RegisterWebhookURL, caBundle); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	if opts.SyncAddr != "" {
+		registerer := opts.Registerer
+		if registerer == nil {
+			registerer = ctrlmetrics.Registry
+		}
 		source, err := syncbridge.NewWorkSource(ctx, mgr.GetCache())
 		if err != nil {
 			return nil, err
@@ -185,7 +216,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 			Status:     statusWriter,
 			Agents:     tracker,
 			TLS:        tlsCfg,
-			Registerer: ctrlmetrics.Registry,
+			Registerer: registerer,
 			Logger:     opts.Logger,
 		})
 		if err != nil {

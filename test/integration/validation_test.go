@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -22,6 +24,13 @@ import (
 // kube-controller-manager) with Flotilla's CRDs installed, and stops it when
 // the test ends.
 func startHub(t *testing.T) client.Client {
+	t.Helper()
+	c, _ := startHubWithConfig(t)
+	return c
+}
+
+// startHubWithConfig is startHub that also returns the admin rest config.
+func startHubWithConfig(t *testing.T) (client.Client, *rest.Config) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -45,11 +54,14 @@ func startHub(t *testing.T) client.Client {
 	if err := flotillav1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, cfg
 }
 
 func validApp(name string) *flotillav1.MyApp {
