@@ -24,10 +24,7 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("listing the Works this member holds: %w", err)
 	}
-	hello, err := c.hello(ctx, held)
-	if err != nil {
-		return false, err
-	}
+	hello := c.hello(ctx, held)
 
 	conn, err := c.dial()
 	if err != nil {
@@ -105,7 +102,7 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 	}
 }
 
-func (c *Client) hello(ctx context.Context, held []HeldWork) (*syncv1.AgentMessage, error) {
+func (c *Client) hello(ctx context.Context, held []HeldWork) *syncv1.AgentMessage {
 	h := &syncv1.Hello{
 		AgentVersion:      c.cfg.AgentVersion,
 		Instance:          c.cfg.Instance,
@@ -116,7 +113,7 @@ func (c *Client) hello(ctx context.Context, held []HeldWork) (*syncv1.AgentMessa
 		h.Held = append(h.Held, &syncv1.HeldWork{Name: w.Name, Uid: w.UID, Generation: w.Generation})
 	}
 	h.ResourceSummary = c.resources(ctx)
-	return &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Hello{Hello: h}}, nil
+	return &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Hello{Hello: h}}
 }
 
 // resources asks the provider for a summary, giving it at most one
