@@ -194,14 +194,31 @@ func (s *Server) Serve(lis net.Listener) error {
 	return err
 }
 
+// stopGrace is how long Stop waits for RPCs other than sync streams (a
+// health Watch, say) before it closes their connections.
+const stopGrace = 10 * time.Second
+
 // Stop ends every stream with UNAVAILABLE ("hub is shutting down"), so
 // agents reconnect elsewhere or later, marks the health service NOT_SERVING
-// and stops the gRPC server. It returns when every stream handler has
-// returned.
+// and stops the gRPC server. It returns when every handler has returned.
 func (s *Server) Stop() {
 	s.health.Shutdown()
 	s.stop()
-	s.grpc.GracefulStop()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(stopGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		// Sync streams end at once; what is left is some other
+		// long-lived RPC that would hold the hub up forever.
+		s.grpc.Stop()
+		<-done
+	}
 }
 
 // WorkChanged tells the server that Work name of cluster changed (created,
