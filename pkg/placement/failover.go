@@ -13,7 +13,9 @@ import (
 
 // cluster is one MemberCluster with what this call learned about it that
 // does not depend on the affinity group: its health, the replicas it held
-// in the previous decision and its eviction / failback state.
+// in the previous decision and its eviction / failback state. It is kept
+// small, with what is rarely set behind x, because a call makes one per
+// member cluster.
 type cluster struct {
 	mc   *v1alpha1.MemberCluster
 	name string
@@ -22,34 +24,73 @@ type cluster struct {
 	// was listed there at all (Duplicated lists clusters with 0).
 	prev   int32
 	inPrev bool
-
-	// block, when set, is why the cluster may take no new replicas (a
-	// NoSchedule taint, a NoExecute taint tolerated for a while, not
-	// Ready); blockFilter names the filter. The cluster keeps what it has.
-	block, blockFilter string
 	// evict says a NoExecute taint is not tolerated (any more): the
-	// cluster runs nothing. evictReason is an EvictionReason*.
-	evict                 bool
-	evictReason, evictMsg string
-	// expiry is the earliest time a tolerated NoExecute taint runs out.
-	expiry time.Time
-
-	// evicted is the eviction entry carried forward; while it is set the
-	// cluster gets no replicas. failbackMsg says why it has not failed back.
-	evicted     *v1alpha1.EvictedCluster
-	failbackMsg string
+	// cluster runs nothing.
+	evict bool
 	// returning says the cluster fails back in this call; returnReplicas
 	// is what it ran when it was evicted.
 	returning      bool
 	returnReplicas int32
 
 	// room is how many more replicas fit (see score.go), computed lazily.
-	room      int64
 	roomKnown bool
+	room      int64
+
+	// x is nil for a healthy cluster without an eviction entry.
+	x *issues
+}
+
+// issues is what is wrong with a cluster, or was.
+type issues struct {
+	// block, when set, is why the cluster may take no new replicas (a
+	// NoSchedule taint, a NoExecute taint tolerated for a while, not
+	// Ready); blockFilter names the filter. The cluster keeps what it has.
+	block, blockFilter string
+	// evictReason (an EvictionReason*) and evictMsg say why it is evicted.
+	evictReason, evictMsg string
+	// expiry is the earliest time a tolerated NoExecute taint runs out.
+	expiry time.Time
+	// evicted is the eviction entry carried forward; while it is set the
+	// cluster gets no replicas. failbackMsg says why it has not failed back.
+	evicted     *v1alpha1.EvictedCluster
+	failbackMsg string
+}
+
+// issues returns c.x, allocating it on first use.
+func (c *cluster) issues() *issues {
+	if c.x == nil {
+		c.x = &issues{}
+	}
+	return c.x
+}
+
+// block is why the cluster may take no new replicas, "" when it may.
+func (c *cluster) block() string {
+	if c.x == nil {
+		return ""
+	}
+	return c.x.block
+}
+
+// evicted is the eviction entry carried forward, or nil.
+func (c *cluster) evicted() *v1alpha1.EvictedCluster {
+	if c.x == nil {
+		return nil
+	}
+	return c.x.evicted
+}
+
+// expiry is the earliest time a tolerated NoExecute taint runs out (zero
+// when none does).
+func (c *cluster) expiry() time.Time {
+	if c.x == nil {
+		return time.Time{}
+	}
+	return c.x.expiry
 }
 
 // healthy says the cluster may take new replicas.
-func (c *cluster) healthy() bool { return !c.evict && c.block == "" }
+func (c *cluster) healthy() bool { return !c.evict && c.block() == "" }
 
 // tolerations returns the app's cluster tolerations with the implicit
 // toleration of the unreachable taint in front, unless the app names that
@@ -120,9 +161,10 @@ func (s *scheduler) assessHealth(c *cluster) {
 					s.evictCluster(c, t, fmt.Sprintf("taint %s not tolerated since %s", t.ToString(), expiry.UTC().Format(time.RFC3339)))
 					continue
 				}
-				if c.expiry.IsZero() || expiry.Before(c.expiry) {
-					c.expiry = expiry
+				if x := c.issues(); x.expiry.IsZero() || expiry.Before(x.expiry) {
+					x.expiry = expiry
 				}
+				s.anyExpiry = true
 				if noExecute == "" {
 					noExecute = fmt.Sprintf("taint %s tolerated until %s", t.ToString(), expiry.UTC().Format(time.RFC3339))
 				}
@@ -131,11 +173,11 @@ func (s *scheduler) assessHealth(c *cluster) {
 	}
 	switch {
 	case noExecute != "":
-		c.block, c.blockFilter = noExecute, FilterTaintToleration
+		c.issues().block, c.x.blockFilter = noExecute, FilterTaintToleration
 	case noSchedule != "":
-		c.block, c.blockFilter = noSchedule, FilterTaintToleration
+		c.issues().block, c.x.blockFilter = noSchedule, FilterTaintToleration
 	case !isReady(c.mc):
-		c.block, c.blockFilter = "not Ready", FilterReady
+		c.issues().block, c.x.blockFilter = "not Ready", FilterReady
 	}
 }
 
@@ -146,8 +188,8 @@ func (s *scheduler) evictCluster(c *cluster, t *corev1.Taint, msg string) {
 	if t.Key == v1alpha1.TaintClusterUnreachable {
 		reason = EvictionReasonClusterUnreachable
 	}
-	if !c.evict || (reason == EvictionReasonClusterUnreachable && c.evictReason != reason) {
-		c.evictReason, c.evictMsg = reason, msg
+	if x := c.issues(); !c.evict || (reason == EvictionReasonClusterUnreachable && x.evictReason != reason) {
+		x.evictReason, x.evictMsg = reason, msg
 	}
 	c.evict = true
 }
@@ -183,13 +225,14 @@ func readyTransition(mc *v1alpha1.MemberCluster) time.Time {
 // taint while it stayed Ready still waits a full window after the eviction.
 func (s *scheduler) failback(c *cluster, e *v1alpha1.EvictedCluster) {
 	since := e.EvictionTime.Time.Format(time.RFC3339)
+	x := c.issues()
 	switch {
 	case c.evict:
-		c.evicted, c.failbackMsg = e, "evicted ("+e.Reason+") at "+since+"; "+c.evictMsg
+		x.evicted, x.failbackMsg = e, "evicted ("+e.Reason+") at "+since+"; "+x.evictMsg
 	case !s.failbackEnabled:
-		c.evicted, c.failbackMsg = e, "evicted ("+e.Reason+") at "+since+"; failback disabled"
+		x.evicted, x.failbackMsg = e, "evicted ("+e.Reason+") at "+since+"; failback disabled"
 	case !c.healthy():
-		c.evicted, c.failbackMsg = e, "evicted ("+e.Reason+") at "+since+"; waiting for recovery: "+c.block
+		x.evicted, x.failbackMsg = e, "evicted ("+e.Reason+") at "+since+"; waiting for recovery: "+x.block
 	default:
 		start := readyTransition(c.mc)
 		if e.EvictionTime.Time.After(start) {
@@ -197,8 +240,8 @@ func (s *scheduler) failback(c *cluster, e *v1alpha1.EvictedCluster) {
 		}
 		stable := start.Add(s.failbackWindow)
 		if s.now.Before(stable) {
-			c.evicted = e
-			c.failbackMsg = "evicted (" + e.Reason + ") at " + since + "; fails back at " + stable.UTC().Format(time.RFC3339)
+			x.evicted = e
+			x.failbackMsg = "evicted (" + e.Reason + ") at " + since + "; fails back at " + stable.UTC().Format(time.RFC3339)
 			s.requeueAt(stable)
 			return
 		}
@@ -240,13 +283,13 @@ func (s *scheduler) evictions() []v1alpha1.EvictedCluster {
 	for i := range s.clusters {
 		c := &s.clusters[i]
 		switch {
-		case c.evicted != nil:
-			out = append(out, *c.evicted)
+		case c.evicted() != nil:
+			out = append(out, *c.x.evicted)
 		case c.evict && c.inPrev:
 			out = append(out, v1alpha1.EvictedCluster{
 				Name:         c.name,
 				Replicas:     c.prev,
-				Reason:       c.evictReason,
+				Reason:       c.x.evictReason,
 				EvictionTime: metav1.NewTime(s.now).Rfc3339Copy(),
 			})
 		}

@@ -39,8 +39,10 @@ type scheduler struct {
 
 	// clusters are the member clusters sorted by name.
 	clusters []cluster
-	// requeue is the result's RequeueAfter.
-	requeue time.Duration
+	// requeue is the result's RequeueAfter; anyExpiry says some cluster
+	// has a NoExecute toleration that runs out.
+	requeue   time.Duration
+	anyExpiry bool
 }
 
 // Schedule decides how many replicas run in which member cluster. It tries
@@ -167,13 +169,13 @@ func (s *scheduler) compileMode(rs *v1alpha1.ReplicaSchedulingStrategy) error {
 // decision.
 func (s *scheduler) assessClusters() {
 	in := s.in
-	mcs := make([]*v1alpha1.MemberCluster, len(in.Clusters))
+	s.clusters = make([]cluster, len(in.Clusters))
 	for i := range in.Clusters {
-		mcs[i] = &in.Clusters[i]
+		s.clusters[i] = cluster{mc: &in.Clusters[i], name: in.Clusters[i].Name}
 	}
-	byName := func(a, b *v1alpha1.MemberCluster) int { return strings.Compare(a.Name, b.Name) }
-	if !slices.IsSortedFunc(mcs, byName) {
-		slices.SortStableFunc(mcs, byName)
+	byName := func(a, b cluster) int { return strings.Compare(a.name, b.name) }
+	if !slices.IsSortedFunc(s.clusters, byName) {
+		slices.SortStableFunc(s.clusters, byName)
 	}
 	var prev []v1alpha1.TargetCluster
 	var evicted []v1alpha1.EvictedCluster
@@ -182,13 +184,14 @@ func (s *scheduler) assessClusters() {
 		evicted = sortedByName(in.Previous.Evicted, func(e v1alpha1.EvictedCluster) string { return e.Name })
 	}
 
-	s.clusters = make([]cluster, 0, len(mcs))
 	pi, ei := 0, 0
-	for i, mc := range mcs {
-		if i > 0 && mcs[i-1].Name == mc.Name {
+	all := s.clusters
+	s.clusters = all[:0]
+	for i := range all {
+		if i > 0 && all[i-1].name == all[i].name {
 			continue
 		}
-		c := cluster{mc: mc, name: mc.Name}
+		c := all[i]
 		for pi < len(prev) && prev[pi].Name < c.name {
 			pi++
 		}
@@ -209,10 +212,13 @@ func (s *scheduler) assessClusters() {
 // requeueOnExpiry lowers RequeueAfter to the earliest time a tolerated
 // NoExecute taint runs out on a cluster of targets: its replicas leave then.
 func (s *scheduler) requeueOnExpiry(targets []v1alpha1.TargetCluster) {
+	if !s.anyExpiry {
+		return
+	}
 	for _, t := range targets {
 		i, ok := slices.BinarySearchFunc(s.clusters, t.Name, func(c cluster, name string) int { return strings.Compare(c.name, name) })
-		if ok && !s.clusters[i].expiry.IsZero() {
-			s.requeueAt(s.clusters[i].expiry)
+		if ok && !s.clusters[i].expiry().IsZero() {
+			s.requeueAt(s.clusters[i].expiry())
 		}
 	}
 }
@@ -255,15 +261,15 @@ func (s *scheduler) attempt(t term) outcome {
 			o.filter(c, FilterSpreadConstraint, "has no "+string(f)+", which spreadConstraints group by")
 			continue
 		}
-		if c.evicted != nil {
-			o.filter(c, FilterFailback, c.failbackMsg)
+		if c.evicted() != nil {
+			o.filter(c, FilterFailback, c.x.failbackMsg)
 			continue
 		}
 		if c.evict {
-			o.filter(c, FilterTaintToleration, c.evictMsg)
+			o.filter(c, FilterTaintToleration, c.x.evictMsg)
 			continue
 		}
-		cand := candidate{c: c, grow: c.block == ""}
+		cand := candidate{c: c, grow: c.block() == ""}
 		switch {
 		case c.returning:
 			cand.holds, cand.base = true, int64(c.returnReplicas)
@@ -281,7 +287,7 @@ func (s *scheduler) attempt(t term) outcome {
 		}
 		if !cand.grow {
 			// It keeps what it holds but takes nothing new.
-			o.filter(c, c.blockFilter, c.block)
+			o.filter(c, c.x.blockFilter, c.x.block)
 			if !cand.holds {
 				continue
 			}
@@ -362,6 +368,10 @@ func (s *scheduler) chooseAndDivide(cands []candidate, ordered bool, o *outcome)
 		order[i] = &cands[i]
 	}
 	if ordered {
+		for i, c := range order {
+			c.rankKey()
+			c.idx = int32(i)
+		}
 		slices.SortFunc(order, preferred)
 	}
 	chosen, f := s.choose(order, s.mode == aggregated)

@@ -15,22 +15,29 @@ import (
 // overflows an int64 (replicas are an int32 too).
 const maxWeight = math.MaxInt32
 
-// request is one resource a replica asks for.
+// request is one resource a replica asks for, as an integer n in whole
+// units, or in milli-units when milli is set (cpu, and any request that is
+// not a whole number), so that the arithmetic is exact and cheap.
 type request struct {
-	name corev1.ResourceName
-	q    resource.Quantity
+	name  corev1.ResourceName
+	n     int64
+	milli bool
 }
 
 // compileRequests returns the per-replica requests that capacity is
 // measured in: the positive requests plus one pod slot, sorted by name.
 func compileRequests(list corev1.ResourceList) []request {
 	out := make([]request, 0, len(list)+1)
-	out = append(out, request{name: corev1.ResourcePods, q: *resource.NewQuantity(1, resource.DecimalSI)})
+	out = append(out, request{name: corev1.ResourcePods, n: 1})
 	for name, q := range list {
 		if name == corev1.ResourcePods || q.Sign() <= 0 {
 			continue
 		}
-		out = append(out, request{name: name, q: q})
+		r := request{name: name, n: q.Value()}
+		if m := q.MilliValue(); name == corev1.ResourceCPU || m%1000 != 0 {
+			r.n, r.milli = m, true
+		}
+		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b request) int { return strings.Compare(string(a.name), string(b.name)) })
 	return out
@@ -62,26 +69,26 @@ func availableReplicas(rs *v1alpha1.ResourceSummary, reqs []request) int64 {
 		if !ok {
 			return 0
 		}
-		if f := fit(alloc, rs.Allocated[reqs[i].name], reqs[i].q); f < n {
+		used := rs.Allocated[reqs[i].name]
+		if f := fit(&alloc, &used, &reqs[i]); f < n {
 			n = f
 		}
 	}
 	return n
 }
 
-// fit is how many times req fits in alloc - used, counted in milli-units
-// when the numbers allow (cpu requests are often fractions) and in whole
-// units otherwise.
-func fit(alloc, used, req resource.Quantity) int64 {
-	const maxMilli = math.MaxInt64 / 1000
-	a, u, r := alloc.Value(), used.Value(), req.Value()
-	if a < maxMilli && u < maxMilli && r < maxMilli && a > -maxMilli && u > -maxMilli {
-		a, u, r = alloc.MilliValue(), used.MilliValue(), req.MilliValue()
+// fit is how many times r fits in alloc - used.
+func fit(alloc, used *resource.Quantity, r *request) int64 {
+	var a, u int64
+	if r.milli {
+		a, u = alloc.MilliValue(), used.MilliValue()
+	} else {
+		a, u = alloc.Value(), used.Value()
 	}
-	if r <= 0 || a <= u {
+	if r.n <= 0 || a <= u {
 		return 0
 	}
-	return min((a-u)/r, maxWeight)
+	return min((a-u)/r.n, maxWeight)
 }
 
 // staticWeight is one compiled staticWeightList entry.
