@@ -27,13 +27,15 @@ import (
 // ago may not be listed yet. Callers that need certainty call Delete again,
 // or rely on a later Prune.
 func (a *Applier) Delete(ctx context.Context, workName string) ([]v1alpha1.ResourceIdentifier, error) {
+	// The Work is going away whether or not every delete succeeds: it no
+	// longer counts as applied.
+	a.tracker.forget(workName)
 	deleted, err := a.deleteOwned(ctx,
 		client.MatchingLabels{v1alpha1.LabelWork: v1alpha1.WorkLabelValue(workName)},
 		func(owner string) bool { return owner == workName })
 	if err != nil {
 		return deleted, fmt.Errorf("deleting the objects of Work %s: %w", workName, err)
 	}
-	a.tracker.forget(workName)
 	return deleted, nil
 }
 
@@ -44,12 +46,12 @@ func (a *Applier) Delete(ctx context.Context, workName string) ([]v1alpha1.Resou
 // touched. The caller calls it only after a complete snapshot of the Works
 // the cluster should run: anything missing from keep is deleted.
 func (a *Applier) Prune(ctx context.Context, keep sets.Set[string]) ([]v1alpha1.ResourceIdentifier, error) {
+	a.tracker.retain(keep)
 	deleted, err := a.deleteOwned(ctx, client.HasLabels{v1alpha1.LabelWork},
 		func(owner string) bool { return !keep.Has(owner) })
 	if err != nil {
 		return deleted, fmt.Errorf("pruning objects of Works no longer wanted: %w", err)
 	}
-	a.tracker.retain(keep)
 	return deleted, nil
 }
 
