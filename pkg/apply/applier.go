@@ -33,10 +33,11 @@ var ErrNotOwned = errors.New("object exists and Flotilla does not own it")
 // Options configure an Applier. The zero value applies Deployments as
 // DefaultFieldOwner and does not create namespaces.
 type Options struct {
-	// FieldOwner is the server-side apply field manager. Two Appliers with
-	// different field owners fight over fields, so every writer of a
-	// cluster (the agent, a hub in push mode) should use its own only if
-	// they never apply the same Work.
+	// FieldOwner is the server-side apply field manager. Each kind of
+	// writer (the agent, a hub in push mode) uses its own, so managedFields
+	// say who wrote what. Because Apply forces ownership, two owners
+	// applying the same Work would take fields from each other; a member's
+	// sync mode makes one of them its only writer.
 	FieldOwner string
 	// CreateNamespace makes Apply create a manifest's namespace when it
 	// does not exist. The namespace is created without Flotilla's labels
