@@ -10,8 +10,6 @@ import (
 	"os"
 	"time"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -27,12 +25,10 @@ func main() {
 }
 
 func run() error {
-	var (
-		opts       setup.Options
-		kubeconfig string
-	)
+	var opts setup.Options
+	// controller-runtime registers --kubeconfig (default: in-cluster config
+	// or $KUBECONFIG) on the command line itself.
 	fs := flag.CommandLine
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "hub cluster kubeconfig (default: in-cluster config or $KUBECONFIG)")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect a leader so that only one replica reconciles and serves agents")
 	fs.StringVar(&opts.LeaderElectionID, "leader-election-id", "flotilla-hub.flotilla.dev", "name of the leader election Lease")
 	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "flotilla-system", "namespace of the leader election Lease")
@@ -52,10 +48,13 @@ func run() error {
 	ctrl.SetLogger(logger)
 	opts.Logger = logger
 
-	cfg, err := restConfig(kubeconfig)
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		return err
+		return fmt.Errorf("loading the hub kubeconfig: %w", err)
 	}
+	// The hub's writes fan out in parallel; client-side throttling would
+	// serialise them again.
+	cfg.QPS, cfg.Burst = 200, 400
 	opts.Config = cfg
 	ctx := ctrl.SetupSignalHandler()
 	logger.Info("starting the hub", "sync", opts.SyncAddr, "webhook", opts.WebhookAddr, "leaderElection", opts.LeaderElection, "heartbeatGrace", opts.HeartbeatGrace.String())
@@ -63,18 +62,4 @@ func run() error {
 	err = setup.Run(ctx, opts)
 	logger.Info("hub stopped", "ran", time.Since(start).Round(time.Second).String())
 	return err
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return ctrl.GetConfig()
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
-	}
-	// The hub's writes fan out in parallel; client-side throttling would
-	// serialise them again.
-	cfg.QPS, cfg.Burst = 200, 400
-	return cfg, nil
 }

@@ -32,6 +32,14 @@ func startHub(t *testing.T) client.Client {
 // startHubWithConfig is startHub that also returns the admin rest config.
 func startHubWithConfig(t *testing.T) (client.Client, *rest.Config) {
 	t.Helper()
+	c, cfg, _ := startTestbedHub(t)
+	return c, cfg
+}
+
+// startTestbedHub is startHub that also returns the testbed cluster, for
+// its kubeconfig.
+func startTestbedHub(t *testing.T) (client.Client, *rest.Config, *testbed.Cluster) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tb, err := testbed.Start(ctx, testbed.Config{Dir: t.TempDir(), Hub: &testbed.ClusterSpec{Name: "hub"}})
@@ -61,7 +69,7 @@ func startHubWithConfig(t *testing.T) (client.Client, *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, cfg
+	return c, cfg, tb.Hub
 }
 
 func validApp(name string) *flotillav1.MyApp {

@@ -1,0 +1,199 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// buildBinary builds ./<pkg> of the repository into a temporary folder.
+func buildBinary(t *testing.T, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
+	cmd.Dir = "../.."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// process is a binary the test started; it is stopped by PID when the test
+// ends (and killed by the kernel if the test process dies first).
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startProcess(t *testing.T, logPath, bin string, args ...string) *process {
+	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logFile.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop(t, syscall.SIGTERM)
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				if len(b) > 4000 {
+					b = b[len(b)-4000:]
+				}
+				t.Logf("last output of %s:\n%s", filepath.Base(bin), b)
+			}
+		}
+	})
+	return p
+}
+
+func (p *process) stop(t *testing.T, sig syscall.Signal) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("pid %d ignored %s and was killed", p.cmd.Process.Pid, sig)
+	}
+}
+
+// scrape returns the metrics text of addr, or "" when it does not answer.
+func scrape(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func isLeader(metrics string) bool {
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "leader_election_master_status{") && strings.HasSuffix(line, " 1") {
+			return true
+		}
+	}
+	return false
+}
+
+func reconciled(metrics string) bool {
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, `controller_runtime_reconcile_total{controller="myapp"`) && !strings.HasSuffix(line, " 0") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTwoHubReplicasOnlyLeaderReconciles runs two hub processes with leader
+// election against one hub apiserver: only the leader reconciles; when it is
+// killed, the other takes over and reconciles new MyApps.
+func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
+	c, _, hubCluster := startTestbedHub(t)
+	ctx := context.Background()
+	bin := buildBinary(t, "hub")
+	certDir := hubCerts(t)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	type replica struct {
+		proc    *process
+		metrics string
+	}
+	var replicas []*replica
+	for i := range 2 {
+		metricsAddr := freeAddr(t)
+		p := startProcess(t, filepath.Join(t.TempDir(), fmt.Sprintf("hub-%d.log", i)), bin,
+			"--kubeconfig", hubCluster.Kubeconfig,
+			"--leader-elect=true",
+			"--metrics-bind-address", metricsAddr,
+			"--health-probe-bind-address", freeAddr(t),
+			"--sync-bind-address", freeAddr(t),
+			"--webhook-bind-address", "",
+			"--cert-dir", certDir,
+		)
+		replicas = append(replicas, &replica{proc: p, metrics: metricsAddr})
+	}
+
+	var leader, standby *replica
+	eventually(t, "one hub replica leading", 60*time.Second, func() error {
+		leaders := 0
+		for _, r := range replicas {
+			if isLeader(scrape(r.metrics)) {
+				leaders++
+				leader = r
+			} else {
+				standby = r
+			}
+		}
+		if leaders != 1 {
+			return fmt.Errorf("%d leaders", leaders)
+		}
+		return nil
+	})
+
+	scheduledCondition := func(name string) func() error {
+		return func() error {
+			app := &flotillav1.MyApp{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, app); err != nil {
+				return err
+			}
+			if meta.FindStatusCondition(app.Status.Conditions, flotillav1.ConditionScheduled) == nil {
+				return fmt.Errorf("no Scheduled condition yet")
+			}
+			return nil
+		}
+	}
+	// No member is Ready, so the MyApp is reconciled into Unschedulable:
+	// the status shows a reconcile happened.
+	if err := c.Create(ctx, newApp("first", 1, flotillav1.Placement{})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the leader reconciling MyApp first", 30*time.Second, scheduledCondition("first"))
+	if !reconciled(scrape(leader.metrics)) {
+		t.Fatalf("the leader's metrics show no MyApp reconcile")
+	}
+	if m := scrape(standby.metrics); m == "" || reconciled(m) {
+		t.Fatalf("the standby replica reconciled (or did not answer): leader election is not holding it back")
+	}
+
+	leader.proc.stop(t, syscall.SIGKILL)
+	eventually(t, "the standby taking over leadership", 60*time.Second, func() error {
+		if !isLeader(scrape(standby.metrics)) {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
+	})
+	if err := c.Create(ctx, newApp("second", 1, flotillav1.Placement{})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new leader reconciling MyApp second", 30*time.Second, scheduledCondition("second"))
+}
