@@ -11,17 +11,8 @@ import (
 // being tried.
 type candidate struct {
 	c *cluster
-	// grow says it may take new replicas; a candidate that may not keeps
-	// at most the replicas it holds.
-	grow bool
-	// holds says it runs the app now (or fails back to it in this call);
-	// base is how many replicas that is.
-	holds bool
-	base  int64
-	// sticky says choosing prefers it because it runs the app: holds,
-	// except with static weights, whose choice depends on the weights
-	// alone so that it is the same whatever ran before.
-	sticky bool
+	// base is how many replicas it holds (see holds).
+	base int64
 	// weight is the static weight (static Weighted) or the room for more
 	// replicas (everything else); it orders candidates and shares replicas.
 	weight int64
@@ -31,6 +22,15 @@ type candidate struct {
 	// preferred).
 	rank uint64
 	idx  int32
+	// grow says it may take new replicas; a candidate that may not keeps
+	// at most the replicas it holds.
+	grow bool
+	// holds says it runs the app now (or fails back to it in this call).
+	holds bool
+	// sticky says choosing prefers it because it runs the app: holds,
+	// except with static weights, whose choice depends on the weights
+	// alone so that it is the same whatever ran before.
+	sticky bool
 	// chosen and assigned are the outcome.
 	chosen   bool
 	assigned int64
@@ -49,9 +49,9 @@ func unschedulable(format string, args ...any) *failure {
 // preferred orders candidates for choosing: sticky clusters first (those
 // failing back first of all, as they get their place back; then the ones
 // holding more replicas), then those that may take new replicas, then the
-// higher weight or the more room, then the name. rankKeys packs all but
-// the name into two integers so that sorting thousands of candidates stays
-// cheap.
+// higher weight or the more room, then the name. rankKey packs the first
+// criteria into one integer and idx stands for the name, so that sorting
+// thousands of candidates compares integers only.
 func preferred(a, b *candidate) int {
 	switch {
 	case a.rank != b.rank:
@@ -93,9 +93,10 @@ func boolFirst(first bool) int {
 // gets the whole part of its quota total*w/W; the replicas left over (fewer
 // than the number of parts) go one each to the largest fractional parts.
 // Ties go first to a part whose prev exceeds its whole quota (it held that
-// replica already, so nothing moves), then to the lower index, which is
-// name order for the callers. prev may be nil. When every weight is 0 the
-// parts are weighted equally.
+// replica already, so nothing moves), then to the lower index; callers pass
+// the parts in a fixed order (by name, or by preference when spread
+// constraints ordered them), so ties never depend on input order. prev may
+// be nil. When every weight is 0 the parts are weighted equally.
 //
 // Because each part is below its quota plus one, a part never gets more
 // than ceil(total*w/W); in particular a weight w that is a capacity with
@@ -174,8 +175,8 @@ func divideDuplicated(chosen []*candidate, replicas int64) *failure {
 //
 // A cluster that may take no new replicas keeps the lesser of what it holds
 // and its share, and the others share the rest. Its share is computed with
-// ties broken by name alone, so that it does not depend on the previous
-// decision and re-running on the result changes nothing.
+// ties broken without the previous decision, so that re-running on the
+// result changes nothing.
 func divideStatic(chosen []*candidate, replicas int64) *failure {
 	n := len(chosen)
 	weights, prev, out := make([]int64, n), make([]int64, n), make([]int64, n)
