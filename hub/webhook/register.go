@@ -14,13 +14,13 @@ import (
 // ConfigurationName names the hub's webhook configurations.
 const ConfigurationName = "flotilla-hub"
 
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;create;update
+
 // Register creates or updates the mutating and validating webhook
 // configurations that make the hub apiserver call the webhook at baseURL
 // (e.g. https://127.0.0.1:9444), trusting caBundle. The testbed and the
 // local demo use it, since the hub there is a process outside any cluster
 // network; in a cluster, deploy/hub's manifests point at the Service.
-//
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;create;update
 func Register(ctx context.Context, c client.Client, baseURL string, caBundle []byte) error {
 	rules := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},

@@ -34,11 +34,11 @@ const (
 	DefaultHeartbeatWriteInterval = 30 * time.Second
 )
 
-// Reconciler keeps MemberCluster health up to date.
-//
 // +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create
+
+// Reconciler keeps MemberCluster health up to date.
 type Reconciler struct {
 	Client  client.Client
 	Tracker *Tracker

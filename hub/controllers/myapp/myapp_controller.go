@@ -40,8 +40,6 @@ import (
 // FieldOwner is the hub's server-side apply field manager for Works.
 const FieldOwner = "flotilla-hub"
 
-// Reconciler reconciles MyApps into Works.
-//
 // +kubebuilder:rbac:groups=flotilla.dev,resources=myapps,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flotilla.dev,resources=myapps/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flotilla.dev,resources=myapps/finalizers,verbs=update
@@ -49,6 +47,8 @@ const FieldOwner = "flotilla-hub"
 // +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler reconciles MyApps into Works.
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the hub.
 	Client client.Client
@@ -256,7 +256,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 
 	requeue := plan.requeueAfter
-	if schedErr == nil && result.RequeueAfter > 0 && (requeue == 0 || result.RequeueAfter < requeue) {
+	// Also on error: a failback about to complete may make the app
+	// schedulable again, and the scheduler says when.
+	if result.RequeueAfter > 0 && (requeue == 0 || result.RequeueAfter < requeue) {
 		requeue = result.RequeueAfter
 	}
 	if requeue > 0 {

@@ -1,0 +1,231 @@
+// Package setup wires the agent: a controller-runtime manager on the
+// member cluster (leader-elected; its cache holds only the Deployments that
+// carry the flotilla.dev/work label), the sync client that holds the stream
+// to the hub, the Work store and reconciler, and the resource summarizer.
+// Only the leader runs the stream, the reconciler and the summarizer; a
+// replica that loses its lease exits, which stops all three at once.
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/flotilla-dev/flotilla/agent/capacity"
+	"github.com/flotilla-dev/flotilla/agent/works"
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/apply"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
+	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
+)
+
+// Version is the agent's version, set at link time.
+var Version = "dev"
+
+// The agent's leader election and events.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Options configure the agent.
+type Options struct {
+	// Config is the member apiserver's client config.
+	Config *rest.Config
+	// HubAddress is the hub's sync endpoint, host:port; several hub
+	// replicas may be given comma-separated as IP:port (the agent connects
+	// to whichever serves: the leader).
+	HubAddress string
+	// ClusterName is this member's name; empty takes it from the
+	// certificate, which is what the hub goes by in any case.
+	ClusterName string
+	// CertFile, KeyFile and CAFile are the agent's client certificate and
+	// the CA the hub's certificate chains to.
+	CertFile, KeyFile, CAFile string
+	// LeaderElection, LeaderElectionID and LeaderElectionNamespace
+	// configure the Lease in the member that picks the leader.
+	LeaderElection          bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz.
+	MetricsAddr, ProbeAddr string
+	// HeartbeatInterval is how often the agent heartbeats.
+	HeartbeatInterval time.Duration
+	// ResourceInterval is how often the resource summary is recomputed.
+	ResourceInterval time.Duration
+	// CreateNamespaces creates a Work's target namespace when missing.
+	CreateNamespaces bool
+	// Instance names this replica to the hub (default: $POD_NAME, else the
+	// hostname).
+	Instance string
+	// Logger is the manager's logger.
+	Logger logr.Logger
+	// SkipNameValidation lets tests run several agents in one process.
+	SkipNameValidation bool
+}
+
+// Agent is a wired agent and the parts tests reach into.
+type Agent struct {
+	Manager manager.Manager
+	Store   *works.Store
+	Sync    *syncclient.Client
+}
+
+// Scheme returns the agent's scheme (core types).
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	a, err := New(opts)
+	if err != nil {
+		return err
+	}
+	return a.Manager.Start(ctx)
+}
+
+// New builds the agent, ready to Start.
+func New(opts Options) (*Agent, error) {
+	if opts.Config == nil || opts.HubAddress == "" {
+		return nil, errors.New("agent: a member kubeconfig and --hub-address are required")
+	}
+	if opts.Instance == "" {
+		opts.Instance = os.Getenv("POD_NAME")
+	}
+	if opts.Instance == "" {
+		opts.Instance, _ = os.Hostname()
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	owned, err := labels.NewRequirement(flotillav1.LabelWork, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        opts.Logger,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 durationPtr(8 * time.Second),
+		RenewDeadline:                 durationPtr(6 * time.Second),
+		RetryPeriod:                   durationPtr(time.Second),
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		Controller:                    config.Controller{SkipNameValidation: &opts.SkipNameValidation},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only what Flotilla applied: a member's other Deployments
+			// cost the agent nothing.
+			&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the agent manager: %w", err)
+	}
+
+	applier := apply.New(mgr.GetCache(), mgr.GetClient(), apply.Options{CreateNamespace: opts.CreateNamespaces})
+	store := works.NewStore(applier)
+	summarizer := &capacity.Summarizer{Reader: mgr.GetAPIReader(), Interval: opts.ResourceInterval}
+	if err := mgr.Add(summarizer); err != nil {
+		return nil, err
+	}
+
+	target, serverName, err := hubTarget(opts.HubAddress)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := pki.ClientTLSConfig(opts.CertFile, opts.KeyFile, opts.CAFile, serverName)
+	if err != nil {
+		return nil, fmt.Errorf("loading the agent's certificates: %w", err)
+	}
+	kubeVersion := ""
+	if dc, err := discovery.NewDiscoveryClientForConfig(opts.Config); err == nil {
+		if v, err := dc.ServerVersion(); err == nil {
+			kubeVersion = v.GitVersion
+		}
+	}
+	sc, err := syncclient.New(syncclient.Config{
+		Address:           target,
+		TLS:               tlsCfg,
+		Cluster:           opts.ClusterName,
+		Applier:           store,
+		Resources:         summarizer.Latest,
+		AgentVersion:      Version,
+		Instance:          opts.Instance,
+		KubernetesVersion: kubeVersion,
+		Logger:            opts.Logger,
+		HeartbeatInterval: opts.HeartbeatInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	store.SetReporter(sc)
+	if err := mgr.Add(manager.RunnableFunc(sc.Run)); err != nil {
+		return nil, err
+	}
+	if err := (&works.Reconciler{Reader: mgr.GetCache(), Store: store}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the Work reconciler: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return &Agent{Manager: mgr, Store: store, Sync: sc}, nil
+}
+
+// hubTarget turns --hub-address into a gRPC target and the TLS server
+// name: "host:port" as it is, and "ip:port,ip:port" as an ipv4 target
+// whose pick-first balancing reaches whichever replica serves (only the
+// leader listens).
+func hubTarget(addr string) (target, serverName string, err error) {
+	parts := strings.Split(addr, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+		host, _, err := net.SplitHostPort(parts[i])
+		if err != nil {
+			return "", "", fmt.Errorf("--hub-address %q: %w", parts[i], err)
+		}
+		if i == 0 {
+			serverName = host
+		}
+		if len(parts) > 1 && net.ParseIP(host) == nil {
+			return "", "", fmt.Errorf("--hub-address: several addresses must be IP:port (got %q); for host names use one name that resolves to every hub replica", parts[i])
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0], serverName, nil
+	}
+	return "ipv4:" + strings.Join(parts, ","), serverName, nil
+}
+
+func durationPtr(d time.Duration) *time.Duration { return &d }

@@ -1,0 +1,206 @@
+package works
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/apply"
+	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
+)
+
+// Reporter sends a Work's status to the hub; the sync client's ReportStatus
+// (coalescing, never blocking) is one.
+type Reporter interface {
+	ReportStatus(name string, st *flotillav1.WorkStatus)
+}
+
+// entry is one Work the agent holds.
+type entry struct {
+	mu sync.Mutex
+	// work is the latest version the hub sent.
+	work *flotillav1.Work
+	// results are the outcome of its last apply.
+	results []apply.Result
+	// reported is the last status sent to the hub.
+	reported *flotillav1.WorkStatus
+}
+
+// Store holds the Works the hub sent and applies them. It implements the
+// sync client's Applier.
+type Store struct {
+	applier  *apply.Applier
+	reporter Reporter
+	now      func() time.Time
+
+	mu    sync.RWMutex
+	works map[string]*entry
+	// events wakes the Reconciler for a Work (buffered; a full buffer drops
+	// the wake-up, since the Deployment watch brings the next one).
+	events chan event.GenericEvent
+}
+
+var _ syncclient.Applier = (*Store)(nil)
+
+// NewStore returns a Store that applies with applier.
+func NewStore(applier *apply.Applier) *Store {
+	return &Store{
+		applier: applier,
+		now:     time.Now,
+		works:   map[string]*entry{},
+		events:  make(chan event.GenericEvent, 1024),
+	}
+}
+
+// SetReporter sets where status goes (the sync client, once built).
+func (s *Store) SetReporter(r Reporter) { s.reporter = r }
+
+func (s *Store) get(name string) *entry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.works[name]
+}
+
+// Names lists the Works held.
+func (s *Store) Names() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.works))
+	for n := range s.works {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Held implements Applier: the Works applied in this process, so the hub
+// sends only what changed after a reconnect.
+func (s *Store) Held(context.Context) ([]syncclient.HeldWork, error) {
+	applied := s.applier.Applied()
+	out := make([]syncclient.HeldWork, 0, len(applied))
+	for _, w := range applied {
+		if s.get(w.Name) == nil {
+			continue
+		}
+		out = append(out, syncclient.HeldWork{Name: w.Name, UID: string(w.UID), Generation: w.Generation})
+	}
+	return out, nil
+}
+
+// Apply implements Applier: it records work, applies it and reports its
+// status at once, so propagation does not wait for a watch event.
+func (s *Store) Apply(ctx context.Context, work *flotillav1.Work) error {
+	s.mu.Lock()
+	e := s.works[work.Name]
+	if e == nil {
+		e = &entry{}
+		s.works[work.Name] = e
+	}
+	s.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.work = work.DeepCopy()
+	return s.applyLocked(ctx, e)
+}
+
+// applyLocked applies e.work and reports its status; e.mu is held.
+func (s *Store) applyLocked(ctx context.Context, e *entry) error {
+	results, err := s.applier.Apply(ctx, e.work)
+	e.results = results
+	s.reportLocked(ctx, e)
+	if err != nil {
+		return fmt.Errorf("applying Work %s: %w", e.work.Name, err)
+	}
+	return nil
+}
+
+// reportLocked computes e's status from the live objects and sends it when
+// it changed; e.mu is held.
+func (s *Store) reportLocked(ctx context.Context, e *entry) {
+	work := e.work.DeepCopy()
+	if e.reported != nil {
+		// Keep transition times stable across reports.
+		work.Status = *e.reported
+	}
+	st, err := s.applier.Status(ctx, work, e.results, s.now())
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("reading live objects for status", "work", work.Name, "error", err.Error())
+	}
+	if e.reported != nil && sameStatus(e.reported, &st) {
+		return
+	}
+	e.reported = &st
+	if s.reporter != nil {
+		s.reporter.ReportStatus(work.Name, st.DeepCopy())
+	}
+}
+
+// sameStatus compares two statuses ignoring report times.
+func sameStatus(a, b *flotillav1.WorkStatus) bool {
+	x, y := a.DeepCopy(), b.DeepCopy()
+	x.LastReportTime, y.LastReportTime = nil, nil
+	return equality.Semantic.DeepEqual(x, y)
+}
+
+// Delete implements Applier: it deletes what Work name applied.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	if _, err := s.applier.Delete(ctx, name); err != nil {
+		return fmt.Errorf("deleting the objects of Work %s: %w", name, err)
+	}
+	s.mu.Lock()
+	delete(s.works, name)
+	s.mu.Unlock()
+	return nil
+}
+
+// SnapshotComplete implements Applier: it prunes every owned object whose
+// Work is not in keep. Only a complete snapshot proves a Work is gone.
+func (s *Store) SnapshotComplete(ctx context.Context, keep []string) error {
+	keepSet := sets.New(keep...)
+	s.mu.Lock()
+	for name := range s.works {
+		if !keepSet.Has(name) {
+			delete(s.works, name)
+		}
+	}
+	s.mu.Unlock()
+	pruned, err := s.applier.Prune(ctx, keepSet)
+	if len(pruned) > 0 {
+		log.FromContext(ctx).Info("pruned objects of Works the hub no longer sends", "objects", len(pruned))
+	}
+	if err != nil {
+		return fmt.Errorf("pruning after the snapshot: %w", err)
+	}
+	return nil
+}
+
+// Reconcile brings Work name back in line: re-apply when its objects
+// drifted (or its last apply failed), then report status. live are the
+// Work's objects as the cache has them.
+func (s *Store) Reconcile(ctx context.Context, name string, live func(*flotillav1.Work) ([]client.Object, error)) error {
+	e := s.get(name)
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.work == nil {
+		return nil
+	}
+	objs, err := live(e.work)
+	if err != nil {
+		return err
+	}
+	if s.applier.NeedsApply(e.work, objs) {
+		return s.applyLocked(ctx, e)
+	}
+	s.reportLocked(ctx, e)
+	return nil
+}
