@@ -251,3 +251,5 @@ func equalReplicas(got, want map[string]int32) error {
 }
 
 func resourceQty(s string) resource.Quantity { return resource.MustParse(s) }
+
+func newRegistry() *prometheus.Registry { return prometheus.NewRegistry() }

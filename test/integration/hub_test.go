@@ -251,7 +251,7 @@ func reportWork(t *testing.T, env *hubEnv, cluster string, app *flotillav1.MyApp
 		ObservedGeneration: work.Generation,
 		Manifests: []flotillav1.ManifestStatus{{
 			ResourceIdentifier: flotillav1.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "default", Name: app.Name},
-			Workload: &flotillav1.WorkloadStatus{Replicas: want, ReadyReplicas: ready, AvailableReplicas: ready, UpdatedReplicas: want},
+			Workload:           &flotillav1.WorkloadStatus{Replicas: want, ReadyReplicas: ready, AvailableReplicas: ready, UpdatedReplicas: want},
 		}},
 	}
 	cond := func(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -55,8 +56,8 @@ func startTestbedHub(t *testing.T) (client.Client, *rest.Config, *testbed.Cluste
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"../../deploy/hub/crds"}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatalf("installing CRDs: %v", err)
+	if err := installCRDs(cfg); err != nil {
+		t.Fatal(err)
 	}
 	scheme := runtime.NewScheme()
 	if err := flotillav1.AddToScheme(scheme); err != nil {
@@ -231,4 +232,12 @@ func TestMyAppValidation(t *testing.T) {
 			t.Fatalf("a MemberCluster with a 47-character name was not refused for its name: %v", err)
 		}
 	})
+}
+
+// installCRDs installs Flotilla's CRDs and waits until they are served.
+func installCRDs(cfg *rest.Config) error {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"../../deploy/hub/crds"}, ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("installing CRDs: %w", err)
+	}
+	return nil
 }
