@@ -151,7 +151,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("creating the agent manager: %w", err)
 	}
 
-	applier := apply.New(mgr.GetCache(), mgr.GetClient(), apply.Options{CreateNamespace: opts.CreateNamespaces})
+	applier := apply.New(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}, mgr.GetClient(), apply.Options{CreateNamespace: opts.CreateNamespaces})
 	store := works.NewStore(applier)
 	summarizer := &capacity.Summarizer{Reader: mgr.GetAPIReader(), Interval: opts.ResourceInterval}
 	if err := mgr.Add(summarizer); err != nil {

@@ -8,6 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -16,6 +19,9 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/metrics"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
+
+// FieldOwner is the field manager of the Work status the hub writes.
+const FieldOwner = "flotilla-hub-status"
 
 // StatusWriter writes agents' status reports into Work status. Reports are
 // coalesced per Work (the latest wins while a write is pending) and written
@@ -33,6 +39,9 @@ type StatusWriter struct {
 
 	mu      sync.Mutex
 	pending map[client.ObjectKey]*flotillav1.WorkStatus
+	// written is the last status applied per Work, bounded by the number
+	// of Works (entries go when their Work does).
+	written map[client.ObjectKey]*writtenStatus
 	queue   workqueue.TypedRateLimitingInterface[client.ObjectKey]
 	once    sync.Once
 }
@@ -42,6 +51,7 @@ var _ syncserver.StatusSink = (*StatusWriter)(nil)
 func (w *StatusWriter) init() {
 	w.once.Do(func() {
 		w.pending = map[client.ObjectKey]*flotillav1.WorkStatus{}
+		w.written = map[client.ObjectKey]*writtenStatus{}
 		w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[client.ObjectKey](),
 			workqueue.TypedRateLimitingQueueConfig[client.ObjectKey]{Name: "work-status"})
@@ -114,30 +124,68 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 	return true
 }
 
+// write applies status to the Work with server-side apply. It skips the
+// write when status equals the last one this writer applied to the same
+// Work: the cache is not asked, because a cache that has not yet seen the
+// previous write could make a needed write look like a no-op, and nothing
+// would come back to fix it.
 func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *flotillav1.WorkStatus) error {
 	work := &flotillav1.Work{}
 	if err := w.Reader.Get(ctx, key, work); err != nil {
 		if apierrors.IsNotFound(err) {
+			w.forget(key)
 			return nil
 		}
 		return err
 	}
-	desired := status.DeepCopy()
-	desired.LastReportTime = work.Status.LastReportTime
-	if equality.Semantic.DeepEqual(work.Status, *desired) {
+	w.mu.Lock()
+	last := w.written[key]
+	w.mu.Unlock()
+	if last != nil && last.uid == work.UID && equality.Semantic.DeepEqual(last.status, status) {
 		metrics.WorkStatusWrites.WithLabelValues("unchanged").Inc()
 		return nil
 	}
-	before := work.DeepCopy()
-	work.Status = *desired
+	desired := status.DeepCopy()
 	now := metav1.NewTime(time.Now())
-	work.Status.LastReportTime = &now
-	if err := w.Client.Status().Patch(ctx, work, client.MergeFrom(before)); err != nil {
-		if apierrors.IsNotFound(err) {
+	desired.LastReportTime = &now
+	obj := &flotillav1.Work{
+		TypeMeta:   metav1.TypeMeta{APIVersion: flotillav1.GroupVersion.String(), Kind: "Work"},
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: work.UID},
+		Status:     *desired,
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	delete(u, "spec")
+	if md, ok := u["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+	if err := w.Client.SubResource("status").Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && work.UID != "" {
+			// Gone, or replaced by a Work of the same name: its agent
+			// reports on the new one.
+			w.forget(key)
 			return nil
 		}
 		return err
 	}
+	w.mu.Lock()
+	w.written[key] = &writtenStatus{uid: work.UID, status: status.DeepCopy()}
+	w.mu.Unlock()
 	metrics.WorkStatusWrites.WithLabelValues("written").Inc()
 	return nil
+}
+
+func (w *StatusWriter) forget(key client.ObjectKey) {
+	w.mu.Lock()
+	delete(w.written, key)
+	w.mu.Unlock()
+}
+
+// writtenStatus is the last status applied to a Work.
+type writtenStatus struct {
+	uid    types.UID
+	status *flotillav1.WorkStatus
 }

@@ -11,7 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -117,12 +117,8 @@ func TestAgentLeaderFailover(t *testing.T) {
 	eventually(t, "the hub seeing "+standby.name+" connected", 30*time.Second, connectedInstance(standby.name))
 
 	// The stream resumed: a change on the hub reaches the member.
-	got := &flotillav1.MyApp{}
-	if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.Replicas = ptr.To[int32](4)
-	if err := f.hub.Update(ctx, got); err != nil {
+	scale := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":4}}`))
+	if err := f.hub.Patch(ctx, app, scale); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the scale to 4 reaching the member through the new leader", 60*time.Second, replicasInMember(4))

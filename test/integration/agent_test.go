@@ -246,7 +246,17 @@ func TestAgentAppliesReportsAndHoldsOn(t *testing.T) {
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionReady)
 		if c == nil || c.Status != metav1.ConditionTrue || got.Status.ReadyReplicas != 3 {
-			return fmt.Errorf("ready %d, Ready %+v", got.Status.ReadyReplicas, c)
+			// Say where the replicas stand on the way: the member's
+			// Deployment and the Work status the agent reported.
+			where := ""
+			if d, err := f.deployment(ctx, "member-1", "default", "web"); err == nil {
+				where = fmt.Sprintf("; member Deployment generation %d observed %d replicas %d ready %d", d.Generation, d.Status.ObservedGeneration, d.Status.Replicas, d.Status.ReadyReplicas)
+			}
+			w := &flotillav1.Work{}
+			if err := f.hub.Get(ctx, client.ObjectKey{Namespace: flotillav1.ClusterNamespace("member-1"), Name: flotillav1.WorkName("default", "web")}, w); err == nil && len(w.Status.Manifests) > 0 && w.Status.Manifests[0].Workload != nil {
+				where += fmt.Sprintf("; Work reports %+v", *w.Status.Manifests[0].Workload)
+			}
+			return fmt.Errorf("ready %d, Ready %+v%s", got.Status.ReadyReplicas, c, where)
 		}
 		return nil
 	}
@@ -278,6 +288,30 @@ func TestAgentAppliesReportsAndHoldsOn(t *testing.T) {
 			}
 			if d.UID != original.UID {
 				return fmt.Errorf("recreated")
+			}
+			return nil
+		})
+		// Let the transient scale settle: the member's Deployment back at
+		// 3/3 on its latest generation, the Work reporting exactly that,
+		// and the MyApp saying so.
+		eventually(t, "the Work reporting the settled Deployment", 30*time.Second, func() error {
+			d, err := f.deployment(ctx, "member-1", "default", "web")
+			if err != nil {
+				return err
+			}
+			if d.Status.ObservedGeneration != d.Generation || d.Status.Replicas != 3 || d.Status.ReadyReplicas != 3 {
+				return fmt.Errorf("member Deployment generation %d observed %d replicas %d ready %d", d.Generation, d.Status.ObservedGeneration, d.Status.Replicas, d.Status.ReadyReplicas)
+			}
+			w := &flotillav1.Work{}
+			if err := f.hub.Get(ctx, client.ObjectKey{Namespace: flotillav1.ClusterNamespace("member-1"), Name: flotillav1.WorkName("default", "web")}, w); err != nil {
+				return err
+			}
+			if len(w.Status.Manifests) != 1 || w.Status.Manifests[0].Workload == nil {
+				return fmt.Errorf("Work status %+v", w.Status)
+			}
+			wl := w.Status.Manifests[0].Workload
+			if wl.Generation != d.Generation || wl.Replicas != 3 || wl.ReadyReplicas != 3 {
+				return fmt.Errorf("Work reports %+v, member generation %d", *wl, d.Generation)
 			}
 			return nil
 		})

@@ -72,25 +72,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.MaxConcurrentReconciles = 4
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flotillav1.MyApp{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{},
-			predicate.AnnotationChangedPredicate{},
-			deletionPredicate{},
-		))).
+		// Every MyApp event, status writes included: the status is patched
+		// against the cached MyApp, and a reconcile that ran on a cache
+		// that had not yet seen the previous write must be followed by one
+		// that has, or a stale status could stay (level-based: the extra
+		// reconcile finds nothing to do once the cache has caught up).
+		For(&flotillav1.MyApp{}).
 		Watches(&flotillav1.Work{}, handler.EnqueueRequestsFromMapFunc(workToMyApp)).
 		Watches(&flotillav1.MemberCluster{}, handler.EnqueueRequestsFromMapFunc(r.allMyApps),
 			builder.WithPredicates(placementRelevant{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("myapp").
 		Complete(r)
-}
-
-// deletionPredicate passes updates that start or advance deletion, which
-// GenerationChangedPredicate would miss on objects without generation bumps.
-type deletionPredicate struct{ predicate.Funcs }
-
-func (deletionPredicate) Update(e event.UpdateEvent) bool {
-	return !e.ObjectNew.GetDeletionTimestamp().IsZero()
 }
 
 // workToMyApp maps a Work to the MyApp its labels name.

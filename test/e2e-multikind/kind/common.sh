@@ -1,0 +1,100 @@
+# shellcheck shell=bash disable=SC2034  # the variables are for the scripts that source this
+# Settings and helpers shared by up.sh and down.sh. Sourced, not run.
+#
+# Every setting can be overridden from the environment:
+#   MEMBERS         number of member clusters (default 3)
+#   ARTIFACTS       where kubeconfigs, certificates, kind configs and the
+#                   generated overlays go (default test/e2e-multikind/artifacts/kind,
+#                   which git ignores)
+#   IMAGE_TAG       tag of the hub and agent images built and loaded (default e2e)
+#   SKIP_BUILD      1: don't build the images, load the ones already tagged
+#   KIND_NODE_IMAGE kindest/node image for every cluster (default: kind's own)
+#   HUB_NODE_PORT   NodePort of the hub's sync Service; must match
+#                   overlays/hub/service-nodeport.yaml (default 30443)
+#   WAIT_TIMEOUT    how long to wait for rollouts and Ready members (default 300s)
+#   KIND_EXPERIMENTAL_DOCKER_NETWORK  kind's docker network (default kind)
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd -P)
+KIND_DIR=$ROOT/test/e2e-multikind/kind
+
+MEMBERS=${MEMBERS:-3}
+ARTIFACTS=${ARTIFACTS:-$ROOT/test/e2e-multikind/artifacts/kind}
+IMAGE_TAG=${IMAGE_TAG:-e2e}
+SKIP_BUILD=${SKIP_BUILD:-0}
+KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-}
+HUB_NODE_PORT=${HUB_NODE_PORT:-30443}
+WAIT_TIMEOUT=${WAIT_TIMEOUT:-300s}
+KIND_NETWORK=${KIND_EXPERIMENTAL_DOCKER_NETWORK:-kind}
+
+HUB_CLUSTER=flotilla-hub
+MEMBER_CLUSTER_PREFIX=flotilla-member-
+HUB_IMAGE=ghcr.io/flotilla-dev/flotilla-hub:$IMAGE_TAG
+AGENT_IMAGE=ghcr.io/flotilla-dev/flotilla-agent:$IMAGE_TAG
+
+# Member i (from 1) lives where the local testbed puts its member i, so the
+# examples and the e2e suite see the same topology on both providers.
+REGIONS=(eu-west us-east ap-south)
+PROVIDERS=(aws gcp onprem)
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}
+
+# need CMD HINT fails with HINT unless CMD is on PATH.
+need() {
+	command -v "$1" >/dev/null 2>&1 || die "$1 is required but not on PATH. $2"
+}
+
+# check_members fails unless MEMBERS is a positive integer.
+check_members() {
+	[[ $MEMBERS =~ ^[1-9][0-9]*$ ]] || die "MEMBERS must be a positive integer, got '$MEMBERS'"
+}
+
+# member_name i: the MemberCluster name of member i (member-1, ...).
+member_name() { printf 'member-%d\n' "$1"; }
+# member_cluster i: the kind cluster name of member i.
+member_cluster() { printf '%s%d\n' "$MEMBER_CLUSTER_PREFIX" "$1"; }
+member_region() { printf '%s\n' "${REGIONS[$((($1 - 1) % ${#REGIONS[@]}))]}"; }
+member_zone() { printf '%s-a\n' "$(member_region "$1")"; }
+member_provider() { printf '%s\n' "${PROVIDERS[$((($1 - 1) % ${#PROVIDERS[@]}))]}"; }
+
+# kind_cluster_exists NAME. (grep without -q reads all of kind's output, so
+# pipefail never sees kind die of SIGPIPE.)
+kind_cluster_exists() {
+	kind get clusters 2>/dev/null | grep -x -- "$1" >/dev/null
+}
+
+# sha256 prints the SHA-256 of its standard input (Linux or macOS).
+sha256() {
+	if command -v sha256sum >/dev/null 2>&1; then
+		sha256sum | cut -d' ' -f1
+	else
+		shasum -a 256 | cut -d' ' -f1
+	fi
+}
+
+# relpath FROM TO prints the path of directory TO relative to directory FROM
+# (both must exist). kustomize refuses absolute paths in resources, and
+# `realpath --relative-to` isn't on every system.
+relpath() {
+	local from to common up="" rest
+	from=$(cd "$1" && pwd -P) || return 1
+	to=$(cd "$2" && pwd -P) || return 1
+	common=$from
+	while [[ $common != / && $to != "$common" && ${to#"$common"/} == "$to" ]]; do
+		common=$(dirname "$common")
+		up="../$up"
+	done
+	if [[ $to == "$common" ]]; then
+		rest=""
+	elif [[ $common == / ]]; then
+		rest=${to#/}
+	else
+		rest=${to#"$common"/}
+	fi
+	rest="$up$rest"
+	rest=${rest%/}
+	printf '%s\n' "${rest:-.}"
+}

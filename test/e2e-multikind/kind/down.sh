@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# down.sh deletes the kind clusters up.sh created: flotilla-hub and every
+# flotilla-member-N (whatever MEMBERS was). The artifacts (kubeconfigs,
+# certificates, generated overlays) stay, so a later up.sh reuses the CA;
+# PURGE=1 removes them as well.
+#
+#   test/e2e-multikind/kind/down.sh
+#   PURGE=1 test/e2e-multikind/kind/down.sh
+set -Eeuo pipefail
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+need docker "Install Docker: https://docs.docker.com/get-docker/"
+need kind "Install kind: https://kind.sigs.k8s.io/docs/user/quick-start/#installation"
+
+clusters=()
+while IFS= read -r name; do
+	if [[ $name == "$HUB_CLUSTER" || $name =~ ^${MEMBER_CLUSTER_PREFIX}[0-9]+$ ]]; then
+		clusters+=("$name")
+	fi
+done < <(kind get clusters 2>/dev/null)
+
+if ((${#clusters[@]} == 0)); then
+	log "no Flotilla kind clusters to delete"
+else
+	for name in "${clusters[@]}"; do
+		log "deleting kind cluster $name"
+		kind delete cluster --name "$name"
+	done
+fi
+
+if [[ ${PURGE:-0} == 1 ]]; then
+	log "removing $ARTIFACTS"
+	rm -rf -- "$ARTIFACTS"
+fi
