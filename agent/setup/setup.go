@@ -188,7 +188,11 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	store.SetReporter(sc)
-	if err := mgr.Add(manager.RunnableFunc(sc.Run)); err != nil {
+	check, err := readyzCheck(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&memberGate{run: sc.Run, check: check, interval: time.Second, failAfter: 3, log: opts.Logger.WithName("member-gate")}); err != nil {
 		return nil, err
 	}
 	if err := (&works.Reconciler{Reader: mgr.GetCache(), Store: store}).SetupWithManager(mgr); err != nil {

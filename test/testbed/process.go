@@ -10,8 +10,10 @@ import (
 	"time"
 )
 
-// process is one control-plane binary run by the testbed.
-type process struct {
+// Process is one binary run by the testbed (or by tools built on it): its
+// output goes to a log file, it runs in a process group of its own, and the
+// kernel kills it if the process that started it dies.
+type Process struct {
 	name string
 	cmd  *exec.Cmd
 	log  *os.File
@@ -19,8 +21,9 @@ type process struct {
 	err  error // the exit error, valid once done is closed
 }
 
-// startProcess runs bin with args, its output appended to logPath.
-func startProcess(name, bin string, args []string, logPath string) (*process, error) {
+// StartProcess runs bin with args and extra environment variables env
+// (KEY=VALUE), its output appended to logPath.
+func StartProcess(name, bin string, args, env []string, logPath string) (*Process, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s binary %s not found (run `make testbed-bin`): %w", name, bin, err)
 	}
@@ -32,6 +35,9 @@ func startProcess(name, bin string, args []string, logPath string) (*process, er
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -46,7 +52,7 @@ func startProcess(name, bin string, args []string, logPath string) (*process, er
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: logFile, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, log: logFile, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
@@ -55,11 +61,17 @@ func startProcess(name, bin string, args []string, logPath string) (*process, er
 	return p, nil
 }
 
-// pid is the process id.
-func (p *process) pid() int { return p.cmd.Process.Pid }
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Name is the name the process was started with.
+func (p *Process) Name() string { return p.name }
 
 // exited reports whether the process has ended.
-func (p *process) exited() bool {
+func (p *Process) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -68,13 +80,22 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM and waits up to grace, then SIGKILLs and waits.
-func (p *process) stop(grace time.Duration) error {
+// Stop sends SIGTERM and waits up to grace, then SIGKILLs and waits.
+func (p *Process) Stop(grace time.Duration) error {
+	return p.Signal(syscall.SIGTERM, grace)
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL, 0) }
+
+// Signal sends sig and waits up to grace for the process to end, then
+// SIGKILLs it and waits.
+func (p *Process) Signal(sig syscall.Signal, grace time.Duration) error {
 	if p.exited() {
 		return nil
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("signalling %s (pid %d): %w", p.name, p.pid(), err)
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signalling %s (pid %d): %w", p.name, p.Pid(), err)
 	}
 	select {
 	case <-p.done:
@@ -82,12 +103,12 @@ func (p *process) stop(grace time.Duration) error {
 	case <-time.After(grace):
 	}
 	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("killing %s (pid %d): %w", p.name, p.pid(), err)
+		return fmt.Errorf("killing %s (pid %d): %w", p.name, p.Pid(), err)
 	}
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, p.pid())
+		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, p.Pid())
 	}
 }

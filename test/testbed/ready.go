@@ -36,7 +36,7 @@ func (c *Cluster) adminTLS() (*tls.Config, error) {
 
 // pollHTTP polls url until it answers 200, the process exits, ctx ends or
 // timeout passes, and says which.
-func pollHTTP(ctx context.Context, p *process, url string, tlsCfg *tls.Config, timeout time.Duration) error {
+func pollHTTP(ctx context.Context, p *Process, url string, tlsCfg *tls.Config, timeout time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 	defer client.CloseIdleConnections()
 	deadline := time.Now().Add(timeout)
@@ -202,8 +202,8 @@ func (c *Cluster) checkReady(ctx context.Context, cs *kubernetes.Clientset) erro
 	return nil
 }
 
-func (c *Cluster) procsSnapshot() []*process {
+func (c *Cluster) procsSnapshot() []*Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]*process(nil), c.procs...)
+	return append([]*Process(nil), c.procs...)
 }

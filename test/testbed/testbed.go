@@ -224,7 +224,7 @@ type Cluster struct {
 	etcdClientPort, etcdPeerPort, apiPort int
 
 	mu    sync.Mutex
-	procs []*process // in start order
+	procs []*Process // in start order
 }
 
 func newCluster(spec ClusterSpec, cfg Config) *Cluster {
@@ -269,7 +269,7 @@ func (c *Cluster) PIDs() map[string]int {
 	out := map[string]int{}
 	for _, p := range c.procs {
 		if !p.exited() {
-			out[p.name] = p.pid()
+			out[p.name] = p.Pid()
 		}
 	}
 	return out
@@ -380,8 +380,8 @@ func (c *Cluster) logPath(name string) string {
 	return filepath.Join(c.Dir, "logs", name+".log")
 }
 
-func (c *Cluster) run(name string, args ...string) (*process, error) {
-	p, err := startProcess(name, c.bin(name), args, c.logPath(name))
+func (c *Cluster) run(name string, args ...string) (*Process, error) {
+	p, err := StartProcess(name, c.bin(name), args, nil, c.logPath(name))
 	if err != nil {
 		return nil, err
 	}
@@ -505,7 +505,7 @@ func (c *Cluster) Stop() error {
 	c.procs = nil
 	c.mu.Unlock()
 	var errs []error
-	var etcd *process
+	var etcd *Process
 	var wg sync.WaitGroup
 	var emu sync.Mutex
 	for _, p := range procs {
@@ -516,7 +516,7 @@ func (c *Cluster) Stop() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.stop(10 * time.Second); err != nil {
+			if err := p.Stop(10 * time.Second); err != nil {
 				emu.Lock()
 				errs = append(errs, err)
 				emu.Unlock()
@@ -525,7 +525,7 @@ func (c *Cluster) Stop() error {
 	}
 	wg.Wait()
 	if etcd != nil {
-		errs = append(errs, etcd.stop(10*time.Second))
+		errs = append(errs, etcd.Stop(10*time.Second))
 	}
 	if len(procs) > 0 {
 		c.logf("stopped")

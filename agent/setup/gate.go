@@ -1,0 +1,98 @@
+package setup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// streamRunner is the sync client's Run.
+type streamRunner func(ctx context.Context) error
+
+// memberGate holds the stream to the hub only while the member's apiserver
+// answers. An agent whose member is down would otherwise keep heartbeating
+// for a cluster that runs nothing new and reports nothing true; closing the
+// stream lets the hub's health controller see the member as lost and fail
+// over. The stream opens again once the member answers.
+type memberGate struct {
+	run   streamRunner
+	check func(ctx context.Context) error
+	// interval between checks, and failAfter consecutive failures close
+	// the stream.
+	interval  time.Duration
+	failAfter int
+	log       logr.Logger
+}
+
+// NeedLeaderElection: only the leader holds the stream.
+func (g *memberGate) NeedLeaderElection() bool { return true }
+
+// Start runs until ctx ends.
+func (g *memberGate) Start(ctx context.Context) error {
+	for {
+		// Wait for the member.
+		for {
+			if err := g.check(ctx); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(g.interval):
+			}
+		}
+		streamCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- g.run(streamCtx) }()
+		failures := 0
+	watch:
+		for {
+			select {
+			case <-ctx.Done():
+				cancel()
+				<-done
+				return nil
+			case err := <-done:
+				cancel()
+				return err
+			case <-time.After(g.interval):
+			}
+			if err := g.check(ctx); err != nil {
+				failures++
+				if failures >= g.failAfter {
+					g.log.Info("the member apiserver does not answer; closing the stream to the hub so it can fail over", "error", err.Error())
+					cancel()
+					<-done
+					break watch
+				}
+				continue
+			}
+			failures = 0
+		}
+	}
+}
+
+// readyzCheck asks the member apiserver's /readyz.
+func readyzCheck(cfg *rest.Config) (func(ctx context.Context) error, error) {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = time.Second
+	// The unversioned client needs a serializer; /readyz returns text.
+	c.NegotiatedSerializer = serializer
+	rc, err := rest.UnversionedRESTClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		res := rc.Get().AbsPath("/readyz").Do(ctx)
+		if err := res.Error(); err != nil {
+			return fmt.Errorf("member /readyz: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+var serializer = clientgoscheme.Codecs.WithoutConversion()

@@ -1,0 +1,51 @@
+package fleet_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/test/fleet"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// TestFleetComesUpAndStops starts a local Flotilla with two members (hub
+// and agents as processes), waits for both members to be Ready through
+// their agents' heartbeats, and stops everything, leaving no process.
+func TestFleetComesUpAndStops(t *testing.T) {
+	bin := t.TempDir()
+	if err := fleet.BuildBinaries("../..", bin); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f, err := fleet.Start(ctx, fleet.Config{
+		Dir: t.TempDir(), FlotillaBinDir: bin, CRDDir: "../../deploy/hub/crds",
+		Members: testbed.DefaultMembers(2), HeartbeatGrace: 3 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("starting the fleet: %v", err)
+	}
+	var pids []int
+	for _, c := range f.Testbed.Clusters() {
+		for _, pid := range c.PIDs() {
+			pids = append(pids, pid)
+		}
+	}
+	leader, err := f.AgentLeader("member-1")
+	if err != nil {
+		t.Errorf("finding member-1's agent leader: %v", err)
+	} else if leader != "agent-member-1-0" {
+		t.Errorf("leader %q, want agent-member-1-0 (the only replica)", leader)
+	}
+	if err := f.Stop(); err != nil {
+		t.Fatalf("stopping the fleet: %v", err)
+	}
+	for _, pid := range pids {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			t.Errorf("process %d still exists after Stop", pid)
+		}
+	}
+}
