@@ -299,6 +299,17 @@ func (f *Fleet) startAgent(member string, i int) error {
 // Member returns a client of member.
 func (f *Fleet) Member(name string) client.Client { return f.members[name] }
 
+// HubMetricsAddr is where the hub process serves /metrics (host:port), for
+// scraping with Scrape.
+func (f *Fleet) HubMetricsAddr() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hub == nil {
+		return ""
+	}
+	return f.hub.MetricsAddr
+}
+
 // MemberNames lists the members in order.
 func (f *Fleet) MemberNames() []string {
 	out := make([]string, 0, len(f.Testbed.Members))
