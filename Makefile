@@ -53,7 +53,7 @@ lint: ## gofmt and go vet.
 .PHONY: build
 build: ## Build every package and the commands into bin/.
 	$(GO) build ./...
-	$(GO) build -o $(BIN)/ ./hub ./cmd/...
+	$(GO) build -o $(BIN)/ ./hub ./agent ./cmd/...
 
 .PHONY: testbed-bin
 testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips those present).
@@ -85,16 +85,18 @@ bench: ## Run the benchmarks (scheduler, sync) once and print them.
 
 ##@ Testbed
 
+# The MyApp(s) `make run` applies once Flotilla runs.
+EXAMPLE ?= examples/divided-static-weights.yaml
+
 .PHONY: run
-run: testbed-bin ## Start the testbed (hub + MEMBERS members) with the CRDs installed; Ctrl-C stops it.
-	$(GO) build -o $(BIN)/testbed ./cmd/testbed
-	$(BIN)/testbed run --dir $(TESTBED) --members $(MEMBERS) --bin $(BIN)
+run: testbed-bin build ## Run Flotilla locally: hub + MEMBERS members, the hub and agents, EXAMPLE applied, a live table; Ctrl-C stops it.
+	$(BIN)/testbed run --dir $(TESTBED) --members $(MEMBERS) --bin $(BIN) --flotilla --apply $(EXAMPLE) --watch
 
 .PHONY: testbed-up
-testbed-up: testbed-bin ## Start the testbed in the background.
-	$(GO) build -o $(BIN)/testbed ./cmd/testbed
-	$(BIN)/testbed up --dir $(TESTBED) --members $(MEMBERS) --bin $(BIN)
+testbed-up: testbed-bin build ## Start the testbed in the background (FLOTILLA=1 also runs the hub and agents).
+	$(BIN)/testbed up --dir $(TESTBED) --members $(MEMBERS) --bin $(BIN) $(if $(FLOTILLA),--flotilla)
 
 .PHONY: testbed-down
 testbed-down: ## Stop a background testbed.
-	$(GO) run ./cmd/testbed down --dir $(TESTBED)
+	$(GO) build -o $(BIN)/testbed ./cmd/testbed
+	$(BIN)/testbed down --dir $(TESTBED)

@@ -37,6 +37,9 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.BinDir, "bin", "", "folder with the control-plane binaries (default: bin/ of the repository)")
 	fs.IntVar(&opts.Members, "members", 3, "number of member clusters")
 	fs.StringVar(&opts.CRDDir, "crds", "deploy/hub/crds", "CRDs to install into the hub (empty: none)")
+	fs.BoolVar(&opts.Flotilla, "flotilla", false, "also run the hub and an agent per member (bin/hub, bin/agent) with generated certificates")
+	apply := fs.String("apply", "", "comma-separated MyApp manifests to apply to the hub once Flotilla runs (with --flotilla)")
+	fs.BoolVar(&opts.Watch, "watch", false, "show a live table of members and MyApps until Ctrl-C (with --flotilla)")
 	// Allow the member name before the flags: stop-member member-2 --dir d.
 	var positional []string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -46,6 +49,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	positional = append(positional, fs.Args()...)
+	if *apply != "" {
+		opts.Apply = strings.Split(*apply, ",")
+	}
 	switch cmd {
 	case "run":
 		return supervisor.Run(ctx, opts, os.Stdout)

@@ -365,6 +365,13 @@ func (r *Reconciler) plan(app *flotillav1.MyApp, decision *flotillav1.PlacementD
 			p.views = append(p.views, clusterView{name: e.Name, assigned: e.Replicas, member: clusters.byName[e.Name], work: cur, evicting: true})
 		}
 	}
+	// Evicted clusters without a Work still show, as lost, until they fail
+	// back: a reader of the status sees where the replicas went and why.
+	for i, e := range decision.Evicted {
+		if !wanted[e.Name] {
+			p.views = append(p.views, clusterView{name: e.Name, member: clusters.byName[e.Name], evicted: &decision.Evicted[i]})
+		}
+	}
 
 	for name, w := range existing {
 		if !wanted[name] && w.DeletionTimestamp.IsZero() {

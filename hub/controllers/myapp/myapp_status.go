@@ -24,6 +24,9 @@ type clusterView struct {
 	// evicting marks a cluster replicas were moved away from whose Work is
 	// kept until the replacements are available.
 	evicting bool
+	// evicted is set for a cluster replicas were moved away from and whose
+	// Work is gone: it is listed, as lost, until its replicas fail back.
+	evicted *flotillav1.EvictedCluster
 }
 
 // statusInput is everything computeStatus reads.
@@ -92,6 +95,10 @@ func clusterStatus(v clusterView) flotillav1.ClusterAppStatus {
 		UpdatedReplicas:   wl.UpdatedReplicas,
 	}
 	switch {
+	case v.evicted != nil:
+		st.Phase = flotillav1.ClusterAppLost
+		st.Message = fmt.Sprintf("%d replicas moved to other clusters at %s (%s); they return once the cluster stays Ready for the failback window",
+			v.evicted.Replicas, v.evicted.EvictionTime.UTC().Format("15:04:05"), v.evicted.Reason)
 	case v.evicting:
 		st.Phase = flotillav1.ClusterAppEvicting
 		st.Message = "replicas moved to other clusters; this cluster's Work is kept until they are available"
@@ -149,7 +156,7 @@ func computeStatus(in statusInput) statusOutput {
 	for _, v := range views {
 		st := clusterStatus(v)
 		out.clusters = append(out.clusters, st)
-		if v.evicting {
+		if v.evicting || v.evicted != nil {
 			continue
 		}
 		out.used++

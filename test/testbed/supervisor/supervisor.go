@@ -22,6 +22,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/flotilla-dev/flotilla/test/fleet"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -35,6 +36,13 @@ type Options struct {
 	Members int
 	// CRDDir holds CRDs to install into the hub; empty installs none.
 	CRDDir string
+	// Flotilla also runs the hub and one agent per member (from BinDir)
+	// with generated certificates: the whole system, not just clusters.
+	Flotilla bool
+	// Apply lists MyApp manifests to apply to the hub once it runs.
+	Apply []string
+	// Watch shows a live table of members and MyApps until Ctrl-C.
+	Watch bool
 }
 
 // State is what a running supervisor writes to <dir>/testbed.json.
@@ -73,35 +81,53 @@ func Run(ctx context.Context, opts Options, out io.Writer) (err error) {
 		return err
 	}
 	begin := time.Now()
-	fmt.Fprintf(out, "starting a hub and %d member clusters in %s ...\n", opts.Members, dir)
-	tb, err := testbed.Start(ctx, testbed.Config{
-		Dir:      dir,
-		BinDir:   opts.BinDir,
-		Hub:      &testbed.ClusterSpec{Name: "hub"},
-		Members:  testbed.DefaultMembers(opts.Members),
-		Progress: out,
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		fmt.Fprintln(out, "stopping the testbed ...")
-		err = errors.Join(err, tb.Stop())
-		_ = os.Remove(statePath(dir))
-		fmt.Fprintln(out, "testbed stopped")
-	}()
-	fmt.Fprintf(out, "all %d clusters ready in %s\n", len(tb.Clusters()), time.Since(begin).Round(time.Millisecond))
-
-	if opts.CRDDir != "" {
-		cfg, err := tb.Hub.RESTConfig()
+	var tb *testbed.Testbed
+	var fl *fleet.Fleet
+	if opts.Flotilla {
+		fl, err = fleet.Start(ctx, fleet.Config{
+			Dir: dir, BinDir: opts.BinDir, CRDDir: opts.CRDDir,
+			Members: testbed.DefaultMembers(opts.Members), Webhook: true, Progress: out,
+		})
 		if err != nil {
 			return err
 		}
-		crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{opts.CRDDir}, ErrorIfPathMissing: true})
+		tb = fl.Testbed
+		defer func() {
+			fmt.Fprintln(out, "stopping Flotilla and the testbed ...")
+			err = errors.Join(err, fl.Stop())
+			_ = os.Remove(statePath(dir))
+			fmt.Fprintln(out, "everything stopped")
+		}()
+	} else {
+		fmt.Fprintf(out, "starting a hub and %d member clusters in %s ...\n", opts.Members, dir)
+		tb, err = testbed.Start(ctx, testbed.Config{
+			Dir:      dir,
+			BinDir:   opts.BinDir,
+			Hub:      &testbed.ClusterSpec{Name: "hub"},
+			Members:  testbed.DefaultMembers(opts.Members),
+			Progress: out,
+		})
 		if err != nil {
-			return fmt.Errorf("installing CRDs from %s into the hub: %w", opts.CRDDir, err)
+			return err
 		}
-		fmt.Fprintf(out, "installed %d CRDs into the hub\n", len(crds))
+		defer func() {
+			fmt.Fprintln(out, "stopping the testbed ...")
+			err = errors.Join(err, tb.Stop())
+			_ = os.Remove(statePath(dir))
+			fmt.Fprintln(out, "testbed stopped")
+		}()
+		fmt.Fprintf(out, "all %d clusters ready in %s\n", len(tb.Clusters()), time.Since(begin).Round(time.Millisecond))
+		if opts.CRDDir != "" {
+			cfg, err := tb.Hub.RESTConfig()
+			if err != nil {
+				return err
+			}
+			crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{opts.CRDDir}, ErrorIfPathMissing: true})
+			if err != nil {
+				return fmt.Errorf("installing CRDs from %s into the hub: %w", opts.CRDDir, err)
+			}
+			fmt.Fprintf(out, "installed %d CRDs into the hub\n", len(crds))
+		}
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -117,6 +143,20 @@ func Run(ctx context.Context, opts Options, out io.Writer) (err error) {
 		return err
 	}
 	printSummary(out, state, dir)
+	if fl == nil {
+		<-ctx.Done()
+		return nil
+	}
+	for _, path := range opts.Apply {
+		if err := applyManifests(ctx, fl.Hub, path); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "applied %s to the hub\n", path)
+	}
+	if opts.Watch {
+		watchTable(ctx, fl.Hub, out, tb.Hub.Kubeconfig, dir)
+		return nil
+	}
 	<-ctx.Done()
 	return nil
 }
@@ -208,6 +248,12 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 	args := []string{"run", "--dir", opts.Dir, "--members", fmt.Sprint(opts.Members), "--crds", opts.CRDDir}
 	if opts.BinDir != "" {
 		args = append(args, "--bin", opts.BinDir)
+	}
+	if opts.Flotilla {
+		args = append(args, "--flotilla")
+		if len(opts.Apply) > 0 {
+			args = append(args, "--apply", strings.Join(opts.Apply, ","))
+		}
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
