@@ -28,7 +28,7 @@ func run() error {
 	// controller-runtime registers --kubeconfig (the member cluster;
 	// default: in-cluster config or $KUBECONFIG) itself.
 	fs := flag.CommandLine
-	fs.StringVar(&opts.HubAddress, "hub-address", "", "the hub's sync endpoint host:port (several hub replicas: comma-separated IP:port)")
+	fs.StringVar(&opts.HubAddress, "hub-address", "", "the hub's sync endpoint host:port; for several hub replicas comma-separated IP:port, or dns:///name:port for a name that resolves to all of them")
 	fs.StringVar(&opts.ClusterName, "cluster-name", "", "this member's name (default: the one in the client certificate, which the hub goes by)")
 	fs.StringVar(&opts.CertFile, "cert-file", "/etc/flotilla/certs/tls.crt", "the agent's client certificate (URI SAN flotilla://cluster/<name>)")
 	fs.StringVar(&opts.KeyFile, "key-file", "/etc/flotilla/certs/tls.key", "the agent's private key")

@@ -208,10 +208,21 @@ func New(opts Options) (*Agent, error) {
 }
 
 // hubTarget turns --hub-address into a gRPC target and the TLS server
-// name: "host:port" as it is, and "ip:port,ip:port" as an ipv4 target
-// whose pick-first balancing reaches whichever replica serves (only the
-// leader listens).
+// name: "host:port" as it is, "ip:port,ip:port" as an ipv4 target, and a
+// target with a scheme ("dns:///name:port") as it is. With several
+// addresses gRPC's pick-first balancing reaches whichever hub replica
+// serves: only the leader listens.
 func hubTarget(addr string) (target, serverName string, err error) {
+	if i := strings.Index(addr, ":///"); i >= 0 {
+		// A gRPC target such as dns:///flotilla-hub-sync.flotilla-system:9443:
+		// a name that resolves to every hub replica, of which pick-first
+		// connects to the one that listens (the leader).
+		host, _, err := net.SplitHostPort(addr[i+4:])
+		if err != nil {
+			return "", "", fmt.Errorf("--hub-address %q: %w", addr, err)
+		}
+		return addr, host, nil
+	}
 	parts := strings.Split(addr, ",")
 	for i := range parts {
 		parts[i] = strings.TrimSpace(parts[i])
