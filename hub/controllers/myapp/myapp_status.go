@@ -51,6 +51,9 @@ type statusOutput struct {
 // workCondition returns the Work's condition of type t when the agent has
 // reported on the Work's current generation.
 func workCondition(w *flotillav1.Work, t string) *metav1.Condition {
+	if w == nil {
+		return nil
+	}
 	return meta.FindStatusCondition(w.Status.Conditions, t)
 }
 
