@@ -243,7 +243,7 @@ func computeStatus(in statusInput) statusOutput {
 	case len(degraded) > 0:
 		reason := flotillav1.ReasonApplyFailed
 		for _, v := range views {
-			if c := workCondition(v.work, flotillav1.ConditionDegraded); v.work != nil && c != nil && c.Status == metav1.ConditionTrue {
+			if c := workCondition(v.work, flotillav1.ConditionDegraded); clusterStatus(v).Phase == flotillav1.ClusterAppDegraded && c != nil && c.Status == metav1.ConditionTrue {
 				reason = c.Reason
 				break
 			}
