@@ -7,7 +7,7 @@
 #   test/e2e-multikind/kind/down.sh
 #   PURGE=1 test/e2e-multikind/kind/down.sh
 set -Eeuo pipefail
-# shellcheck source=common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 need docker "Install Docker: https://docs.docker.com/get-docker/"

@@ -14,7 +14,7 @@
 # are still valid are kept, and manifests are re-applied. common.sh lists
 # every setting. Needs docker (running), kind, kubectl and go.
 set -Eeuo pipefail
-# shellcheck source=common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 trap 'printf "error: up.sh failed at line %d; the clusters are left as they are (rerun up.sh, or run down.sh)\n" "$LINENO" >&2' ERR
 # Kubeconfigs and private keys land in $ARTIFACTS: keep them to this user.
@@ -294,7 +294,7 @@ Flotilla is up on kind: hub $HUB_CLUSTER, members ${members[*]} (Ready).
 Try an example:
   kubectl --kubeconfig $HUB_KUBECONFIG apply -f $ROOT/examples/duplicated.yaml
 Run the e2e suite against these clusters (flags also in $ARTIFACTS/e2e-flags):
-  go test -tags e2e ./test/e2e-multikind/... -args $E2E_FLAGS
+  go test -tags e2e -count=1 -timeout 30m ./test/e2e-multikind/ -v -args $E2E_FLAGS
 Tear down:
   $KIND_DIR/down.sh
 EOF
