@@ -124,9 +124,12 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 		return nil, err
 	}
 	f.Testbed = tb
+	// The error returns below set the named result f to nil: stop what was
+	// started through a copy.
+	started := f
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, f.Stop())
+			err = errors.Join(err, started.Stop())
 		}
 	}()
 	f.logf("clusters ready in %s", time.Since(start).Round(100*time.Millisecond))
