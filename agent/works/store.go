@@ -149,28 +149,40 @@ func sameStatus(a, b *flotillav1.WorkStatus) bool {
 	return equality.Semantic.DeepEqual(x, y)
 }
 
-// Delete implements Applier: it deletes what Work name applied.
+// Delete implements Applier: it deletes what Work name applied. The Work
+// is forgotten first, so the delete events of its objects cannot make the
+// reconciler apply it again.
 func (s *Store) Delete(ctx context.Context, name string) error {
+	s.forget(name)
 	if _, err := s.applier.Delete(ctx, name); err != nil {
 		return fmt.Errorf("deleting the objects of Work %s: %w", name, err)
 	}
+	return nil
+}
+
+// forget drops Work name and waits for a reconcile of it in flight, which
+// then finds nothing to do.
+func (s *Store) forget(name string) {
 	s.mu.Lock()
+	e := s.works[name]
 	delete(s.works, name)
 	s.mu.Unlock()
-	return nil
+	if e != nil {
+		e.mu.Lock()
+		e.work = nil
+		e.mu.Unlock()
+	}
 }
 
 // SnapshotComplete implements Applier: it prunes every owned object whose
 // Work is not in keep. Only a complete snapshot proves a Work is gone.
 func (s *Store) SnapshotComplete(ctx context.Context, keep []string) error {
 	keepSet := sets.New(keep...)
-	s.mu.Lock()
-	for name := range s.works {
+	for _, name := range s.Names() {
 		if !keepSet.Has(name) {
-			delete(s.works, name)
+			s.forget(name)
 		}
 	}
-	s.mu.Unlock()
 	pruned, err := s.applier.Prune(ctx, keepSet)
 	if len(pruned) > 0 {
 		log.FromContext(ctx).Info("pruned objects of Works the hub no longer sends", "objects", len(pruned))

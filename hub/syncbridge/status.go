@@ -20,6 +20,8 @@ import (
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
+// +kubebuilder:rbac:groups=flotilla.dev,resources=works/status,verbs=get;update;patch
+
 // FieldOwner is the field manager of the Work status the hub writes.
 const FieldOwner = "flotilla-hub-status"
 

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,9 +26,9 @@ func TestAgentLeaderFailover(t *testing.T) {
 	syncAddr := freeAddr(t)
 	f.startSyncHub(t, syncAddr)
 	bin := buildBinary(t, "agent")
-	if err := f.members["member-1"].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-system"}}); err != nil {
-		t.Fatal(err)
-	}
+	// The agents run as the service account with the RBAC deploy/agent
+	// ships.
+	kubeconfig := kubeconfigWithShippedRBAC(t, f.members["member-1"], f.tb.Member("member-1"), "../../deploy/agent/rbac/role.yaml", "flotilla-agent")
 	type replica struct {
 		name    string
 		proc    *process
@@ -41,7 +39,7 @@ func TestAgentLeaderFailover(t *testing.T) {
 		r := &replica{name: fmt.Sprintf("agent-%d", i), metrics: freeAddr(t)}
 		os.Setenv("POD_NAME", r.name)
 		r.proc = startProcess(t, filepath.Join(t.TempDir(), r.name+".log"), bin,
-			"--kubeconfig", f.tb.Member("member-1").Kubeconfig,
+			"--kubeconfig", kubeconfig,
 			"--hub-address", syncAddr,
 			"--cert-file", filepath.Join(f.certDir, pki.AgentCertFile("member-1")),
 			"--key-file", filepath.Join(f.certDir, pki.AgentKeyFile("member-1")),

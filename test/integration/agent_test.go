@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,10 +59,7 @@ func startFleet(t *testing.T, members int) *fleet {
 	if err := flotillav1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := appsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := corev1.AddToScheme(scheme); err != nil {
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	hubCfg, err := tb.Hub.RESTConfig()
@@ -269,6 +267,7 @@ func TestAgentAppliesReportsAndHoldsOn(t *testing.T) {
 		t.Fatalf("Work status %+v", work.Status)
 	}
 
+	outer := t // the restarted hub must outlive the subtest that starts it
 	t.Run("hand edits are set back", func(t *testing.T) {
 		d, err := f.deployment(ctx, "member-1", "default", "web")
 		if err != nil {
@@ -410,7 +409,7 @@ func TestAgentAppliesReportsAndHoldsOn(t *testing.T) {
 			t.Fatalf("the MyApp status moved without a hub: %v", err)
 		}
 		// A hub comes back on the same address (a restarted hub).
-		f.startSyncHub(t, syncAddr)
+		f.startSyncHub(outer, syncAddr)
 		eventually(t, "the new hub's MyApp status showing 0 ready replicas", 60*time.Second, func() error {
 			got := &flotillav1.MyApp{}
 			if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
@@ -430,5 +429,22 @@ func TestAgentAppliesReportsAndHoldsOn(t *testing.T) {
 		if after.UID != before.UID || after.Generation != before.Generation {
 			t.Fatalf("the Deployment was re-created or re-applied after the hub returned: uid %s->%s generation %d->%d", before.UID, after.UID, before.Generation, after.Generation)
 		}
+	})
+
+	t.Run("deleting the MyApp deletes the member's Deployment for good", func(t *testing.T) {
+		if err := f.hub.Delete(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+		gone := func() error {
+			_, err := f.deployment(ctx, "member-1", "default", "web")
+			if err == nil {
+				return fmt.Errorf("Deployment web still in member-1")
+			}
+			return client.IgnoreNotFound(err)
+		}
+		eventually(t, "Deployment web deleted from member-1", 30*time.Second, gone)
+		// The agent must not apply the Work again when it sees its own
+		// delete.
+		consistently(t, "Deployment web staying deleted", 3*time.Second, gone)
 	})
 }

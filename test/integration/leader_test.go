@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
 // buildBinary builds ./<pkg> of the repository into a temporary folder.
@@ -114,16 +116,16 @@ func reconciled(metrics string) bool {
 }
 
 // TestTwoHubReplicasOnlyLeaderReconciles runs two hub processes with leader
-// election against one hub apiserver: only the leader reconciles; when it is
-// killed, the other takes over and reconciles new MyApps.
+// election against one hub apiserver, as the service account with the RBAC
+// deploy/hub ships: only the leader reconciles; when it is killed, the other
+// takes over and reconciles new MyApps.
 func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 	c, _, hubCluster := startTestbedHub(t)
 	ctx := context.Background()
 	bin := buildBinary(t, "hub")
 	certDir := hubCerts(t)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-system"}}); err != nil {
-		t.Fatal(err)
-	}
+	// The hubs run as the service account with the RBAC deploy/hub ships.
+	kubeconfig := kubeconfigWithShippedRBAC(t, c, hubCluster, "../../deploy/hub/rbac/role.yaml", "flotilla-hub")
 	type replica struct {
 		proc    *process
 		metrics string
@@ -132,7 +134,7 @@ func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 	for i := range 2 {
 		metricsAddr := freeAddr(t)
 		p := startProcess(t, filepath.Join(t.TempDir(), fmt.Sprintf("hub-%d.log", i)), bin,
-			"--kubeconfig", hubCluster.Kubeconfig,
+			"--kubeconfig", kubeconfig,
 			"--leader-elect=true",
 			"--metrics-bind-address", metricsAddr,
 			"--health-probe-bind-address", freeAddr(t),
@@ -196,4 +198,38 @@ func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the new leader reconciling MyApp second", 30*time.Second, scheduledCondition("second"))
+}
+
+// kubeconfigWithShippedRBAC grants service account flotilla-system/<name>
+// the ClusterRole generated into roleFile (deploy/<hub|agent>/rbac/role.yaml)
+// and returns a kubeconfig that authenticates as it: a component run with
+// it has exactly the permissions it ships with, so a missing RBAC marker
+// fails the test.
+func kubeconfigWithShippedRBAC(t *testing.T, c client.Client, cluster *testbed.Cluster, roleFile, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := os.ReadFile(roleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		t.Fatalf("decoding %s: %v", roleFile, err)
+	}
+	if err := c.Create(ctx, role); err != nil {
+		t.Fatalf("creating ClusterRole %s: %v", role.Name, err)
+	}
+	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, "flotilla-system", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "flotilla-system", Name: name}},
+	}
+	if err := c.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }

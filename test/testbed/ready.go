@@ -8,13 +8,17 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // adminTLS is a TLS config that trusts the cluster CA and presents the
@@ -206,4 +210,39 @@ func (c *Cluster) procsSnapshot() []*Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*Process(nil), c.procs...)
+}
+
+// ServiceAccountKubeconfig creates service account namespace/name (and
+// its namespace) if missing and writes a kubeconfig that authenticates as
+// it with a token valid for a day, so a test can run a component with
+// exactly the RBAC it ships with. It returns the kubeconfig's path.
+func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	cs, err := c.clientset()
+	if err != nil {
+		return "", err
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("creating namespace %s: %w", namespace, err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("creating service account %s/%s: %w", namespace, name, err)
+	}
+	seconds := int64(24 * 3600)
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("requesting a token for %s/%s: %w", namespace, name, err)
+	}
+	ca, err := os.ReadFile(c.pki().path("ca.crt"))
+	if err != nil {
+		return "", err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: c.Host(), CertificateAuthorityData: ca}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	kc.CurrentContext = "sa"
+	path := filepath.Join(c.Dir, "kubeconfig-"+namespace+"-"+name)
+	return path, clientcmd.WriteToFile(*kc, path)
 }
