@@ -162,9 +162,12 @@ func Schedulable(n *corev1.Node) bool {
 	return false
 }
 
-// PodRequests is what the scheduler reserves for p: the larger of the sum
-// of its containers' requests and its largest init container's, plus its
-// overhead.
+// PodRequests is what the scheduler reserves for p, computed the way the
+// scheduler does: the containers' requests plus the sidecars' (init
+// containers with restartPolicy Always run for the pod's whole life), or
+// the largest need of an ordinary init container together with the
+// sidecars started before it if that is more; pod-level requests, when set,
+// replace the containers' for the resources they name; then the overhead.
 func PodRequests(p *corev1.Pod) corev1.ResourceList {
 	out := corev1.ResourceList{}
 	for _, c := range p.Spec.Containers {
@@ -172,15 +175,45 @@ func PodRequests(p *corev1.Pod) corev1.ResourceList {
 			add(out, r, q)
 		}
 	}
+	initMax := corev1.ResourceList{}
+	sidecars := corev1.ResourceList{}
 	for _, c := range p.Spec.InitContainers {
-		for r, q := range c.Resources.Requests {
-			if cur, ok := out[r]; !ok || q.Cmp(cur) > 0 {
-				out[r] = q.DeepCopy()
+		need := corev1.ResourceList{}
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			for r, q := range c.Resources.Requests {
+				add(out, r, q)
+				add(sidecars, r, q)
 			}
+			for r, q := range sidecars {
+				need[r] = q.DeepCopy()
+			}
+		} else {
+			for r, q := range c.Resources.Requests {
+				add(need, r, q)
+			}
+			for r, q := range sidecars {
+				add(need, r, q)
+			}
+		}
+		maxInto(initMax, need)
+	}
+	maxInto(out, initMax)
+	if p.Spec.Resources != nil {
+		for r, q := range p.Spec.Resources.Requests {
+			out[r] = q.DeepCopy()
 		}
 	}
 	for r, q := range p.Spec.Overhead {
 		add(out, r, q)
 	}
 	return out
+}
+
+// maxInto sets each resource of dst to the larger of dst's and src's.
+func maxInto(dst, src corev1.ResourceList) {
+	for r, q := range src {
+		if cur, ok := dst[r]; !ok || q.Cmp(cur) > 0 {
+			dst[r] = q.DeepCopy()
+		}
+	}
 }

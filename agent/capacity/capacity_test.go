@@ -132,7 +132,6 @@ func TestPodRequests(t *testing.T) {
 // their requests to the containers' sum; and pod-level resources, when
 // set, are what the scheduler reserves.
 func TestPodRequestsSidecars(t *testing.T) {
-	t.Skip("BUG: PodRequests treats sidecar (restartPolicy: Always) init containers like ordinary ones and ignores pod-level resources, so it reports less than the scheduler reserves (see the report of the unit-test work)")
 	tests := []struct {
 		name string
 		spec corev1.PodSpec

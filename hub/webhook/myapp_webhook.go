@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,7 +91,10 @@ func (w *MyAppWebhook) Default(_ context.Context, app *flotillav1.MyApp) error {
 		f.Failback.StabilizationWindowSeconds = ptr.To[int32](placement.DefaultFailbackWindowSeconds)
 	}
 	if app.Spec.Rollout == nil {
-		app.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutAll}
+		app.Spec.Rollout = &flotillav1.RolloutPolicy{}
+	}
+	if app.Spec.Rollout.Strategy == "" {
+		app.Spec.Rollout.Strategy = flotillav1.RolloutAll
 	}
 	return nil
 }
@@ -199,6 +203,13 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 	for i, o := range app.Spec.Overrides {
 		op := spec.Child("overrides").Index(i)
 		errs = append(errs, validateAffinity(&o.TargetCluster, op.Child("targetCluster"))...)
+		if o.Image != nil && o.Image.Registry != "" && !strings.ContainsAny(o.Image.Registry, ".:") && o.Image.Registry != "localhost" {
+			// Runtimes read a first path part without a dot or a port as a
+			// Docker Hub namespace: "mirror/team/web" is pulled from
+			// docker.io/mirror/team/web, not from a host called mirror.
+			errs = append(errs, field.Invalid(op.Child("image", "registry"), o.Image.Registry,
+				"must be a registry host with a dot or a port (e.g. mirror.example.com or mirror:5000), or localhost; without one, runtimes pull from Docker Hub"))
+		}
 		if o.Image != nil {
 			img := render.OverrideImage(app.Spec.Image, o.Image)
 			if ValidImage(app.Spec.Image) && !ValidImage(img) {
