@@ -53,6 +53,14 @@ const (
 	ReasonRollingOut = "RollingOut"
 	// ReasonComplete: the last change rolled out everywhere.
 	ReasonComplete = "Complete"
+	// ReasonPaused: a Progressive rollout is held by spec.rollout.paused.
+	ReasonPaused = "Paused"
+	// ReasonRolloutFailed: more clusters failed than the rollout tolerates
+	// and it stopped.
+	ReasonRolloutFailed = "Failed"
+	// ReasonRolledBack: the rollout failed and the updated clusters were
+	// returned to the last good revision.
+	ReasonRolledBack = "RolledBack"
 	// ReasonProgressDeadlineExceeded: a member Deployment stopped making
 	// progress (the Deployment controller's own reason).
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"

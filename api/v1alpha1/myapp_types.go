@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // MyAppSpec is what the user wants to run and where.
@@ -206,19 +207,189 @@ type FailbackPolicy struct {
 }
 
 // RolloutStrategyType names how changes reach the clusters.
-// +kubebuilder:validation:Enum=All
+// +kubebuilder:validation:Enum=All;Progressive
 type RolloutStrategyType string
 
-// RolloutAll updates every cluster at once.
-const RolloutAll RolloutStrategyType = "All"
+// The rollout strategies.
+const (
+	// RolloutAll updates every cluster at once.
+	RolloutAll RolloutStrategyType = "All"
+	// RolloutProgressive updates clusters in waves, in order, and stops by
+	// itself when too many fail.
+	RolloutProgressive RolloutStrategyType = "Progressive"
+)
 
-// RolloutPolicy says how a change to what runs reaches the clusters. Only
-// All exists today; progressive rollouts come later.
+// RolloutFailureAction is what a Progressive rollout does when more
+// clusters failed than it tolerates.
+// +kubebuilder:validation:Enum=Pause;Rollback
+type RolloutFailureAction string
+
+// The failure actions.
+const (
+	// RolloutFailurePause stops the rollout: clusters not yet updated keep
+	// the last good revision, updated ones keep the new one.
+	RolloutFailurePause RolloutFailureAction = "Pause"
+	// RolloutFailureRollback stops the rollout and returns the updated
+	// clusters to the last good revision.
+	RolloutFailureRollback RolloutFailureAction = "Rollback"
+)
+
+// RolloutPolicy says how a change to what runs (the image, the pod
+// template, image or env overrides: a new revision) reaches the clusters.
+// Replica changes and failover / failback moves are not rollouts: they
+// apply at once whatever the policy.
 type RolloutPolicy struct {
-	// Strategy is All: every cluster is updated at once.
+	// Strategy is All (every cluster at once, the default) or Progressive.
 	// +kubebuilder:default=All
 	// +optional
 	Strategy RolloutStrategyType `json:"strategy,omitempty"`
+	// Paused holds a rollout where it stands: no cluster starts updating
+	// until it is false again.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// Progressive configures the Progressive strategy; unset means its
+	// defaults.
+	// +optional
+	Progressive *ProgressiveRollout `json:"progressive,omitempty"`
+}
+
+// ProgressiveRollout updates clusters in waves.
+type ProgressiveRollout struct {
+	// MaxConcurrency is how many clusters may update at once: a count, or
+	// a percentage of the target clusters (rounded down, at least 1).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]?%$|^100%$')",message="must be a count of at least 1 or a percentage from 1% to 100%"
+	// +optional
+	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
+	// Order lists groups of clusters updated in order: every cluster of a
+	// group succeeds before the next group starts, so a canary cluster or
+	// region can go first. Clusters in no group come last, by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Order []RolloutGroup `json:"order,omitempty"`
+	// MinSuccessTime is how long a cluster must stay updated and
+	// available before it counts as succeeded.
+	// +kubebuilder:default="0s"
+	// +optional
+	MinSuccessTime *metav1.Duration `json:"minSuccessTime,omitempty"`
+	// ProgressDeadline is how long a cluster may take to succeed before it
+	// counts as failed.
+	// +kubebuilder:default="10m"
+	// +optional
+	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
+	// MaxFailures is how many clusters may fail before the rollout stops:
+	// a count or a percentage of the target clusters.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9][0-9]?%$|^100%$')",message="must be a count of at least 0 or a percentage from 0% to 100%"
+	// +optional
+	MaxFailures *intstr.IntOrString `json:"maxFailures,omitempty"`
+	// OnFailure is what happens when more than maxFailures clusters
+	// failed: Pause (the default) or Rollback.
+	// +kubebuilder:default=Pause
+	// +optional
+	OnFailure RolloutFailureAction `json:"onFailure,omitempty"`
+}
+
+// RolloutGroup is one group of an ordered rollout.
+type RolloutGroup struct {
+	// Name of the group, e.g. canary.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Clusters selects the group's clusters (names, labels or fields).
+	Clusters ClusterAffinity `json:"clusters"`
+}
+
+// RolloutPhase says where a rollout stands.
+type RolloutPhase string
+
+// The rollout phases.
+const (
+	RolloutPhaseProgressing RolloutPhase = "Progressing"
+	RolloutPhasePaused      RolloutPhase = "Paused"
+	RolloutPhaseFailed      RolloutPhase = "Failed"
+	RolloutPhaseRolledBack  RolloutPhase = "RolledBack"
+	RolloutPhaseComplete    RolloutPhase = "Complete"
+)
+
+// ClusterRolloutPhase says where one cluster stands in a rollout.
+type ClusterRolloutPhase string
+
+// The per-cluster rollout phases.
+const (
+	ClusterRolloutPending   ClusterRolloutPhase = "Pending"
+	ClusterRolloutUpdating  ClusterRolloutPhase = "Updating"
+	ClusterRolloutSucceeded ClusterRolloutPhase = "Succeeded"
+	ClusterRolloutFailed    ClusterRolloutPhase = "Failed"
+)
+
+// RolloutStatus is where a Progressive rollout stands. All of its state is
+// here, so a hub that restarts mid-rollout continues where it stood.
+type RolloutStatus struct {
+	// CurrentRevision is the last good revision: what clusters not yet
+	// updated run, and what a rollback returns to.
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// TargetRevision is the revision being rolled out.
+	// +optional
+	TargetRevision string `json:"targetRevision,omitempty"`
+	// Phase is Progressing, Paused, Failed, RolledBack or Complete.
+	// +optional
+	Phase RolloutPhase `json:"phase,omitempty"`
+	// Message says why, in a sentence.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Progress is "<succeeded>/<target clusters>", for kubectl get.
+	// +optional
+	Progress string `json:"progress,omitempty"`
+	// Clusters has one entry per target cluster.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Clusters []ClusterRolloutStatus `json:"clusters,omitempty"`
+	// Revisions hold what each revision in use runs (at most the current
+	// and the target), so clusters can be rendered at either.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=3
+	Revisions []RevisionTemplate `json:"revisions,omitempty"`
+}
+
+// ClusterRolloutStatus is one cluster in a rollout.
+type ClusterRolloutStatus struct {
+	// Name of the MemberCluster.
+	Name string `json:"name"`
+	// Revision the cluster's Work renders.
+	Revision string `json:"revision"`
+	// Phase is Pending, Updating, Succeeded or Failed.
+	Phase ClusterRolloutPhase `json:"phase"`
+	// Message is the member's message when it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// StartTime is when the cluster started updating.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// AvailableTime is when it was first updated and available.
+	// +optional
+	AvailableTime *metav1.Time `json:"availableTime,omitempty"`
+}
+
+// RevisionTemplate is what one revision runs.
+type RevisionTemplate struct {
+	// Name is the revision: a hash of what follows.
+	Name string `json:"name"`
+	// Image, Template and Overrides are the MyApp's at that revision
+	// (override replicas are not part of a revision and are ignored here).
+	Image string `json:"image"`
+	// +optional
+	Template *PodTemplate `json:"template,omitempty"`
+	// +optional
+	Overrides []ClusterOverride `json:"overrides,omitempty"`
 }
 
 // MyAppStatus is what the hub decided and what the members report.
@@ -260,6 +431,10 @@ type MyAppStatus struct {
 	// ClusterCount is the number of clusters the app is placed on.
 	// +optional
 	ClusterCount int32 `json:"clusterCount,omitempty"`
+
+	// Rollout is where a Progressive rollout stands; unset with All.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // PlacementDecision is the outcome of scheduling.
@@ -354,6 +529,7 @@ const (
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusterCount`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout.progress`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

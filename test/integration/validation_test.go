@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -174,6 +175,15 @@ func TestMyAppValidation(t *testing.T) {
 		{"unknown rollout strategy", func(a *flotillav1.MyApp) {
 			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: "Canary"}
 		}, "spec.rollout.strategy", "Unsupported value"},
+		{"zero rollout concurrency", func(a *flotillav1.MyApp) {
+			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &flotillav1.ProgressiveRollout{MaxConcurrency: ptr.To(intstr.FromInt32(0))}}
+		}, "spec.rollout.progressive.maxConcurrency", "must be a count of at least 1 or a percentage from 1% to 100%"},
+		{"rollout concurrency above 100%", func(a *flotillav1.MyApp) {
+			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &flotillav1.ProgressiveRollout{MaxConcurrency: ptr.To(intstr.FromString("150%"))}}
+		}, "spec.rollout.progressive.maxConcurrency", "must be a count of at least 1 or a percentage from 1% to 100%"},
+		{"unknown rollout failure action", func(a *flotillav1.MyApp) {
+			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &flotillav1.ProgressiveRollout{OnFailure: "Explode"}}
+		}, "spec.rollout.progressive.onFailure", "Unsupported value"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
