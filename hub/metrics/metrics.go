@@ -47,8 +47,42 @@ var (
 		Name: "flotilla_work_status_writes_total",
 		Help: "Work status patches written from agent reports, by result.",
 	}, []string{"result"})
+
+	// RolloutsStarted counts Progressive rollouts of a new revision.
+	RolloutsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_rollouts_started_total",
+		Help: "Progressive rollouts of a new revision started (a superseding revision starts a new one).",
+	}, []string{"namespace", "name"})
+
+	// RolloutsCompleted counts rollouts that reached every target cluster.
+	RolloutsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_rollouts_completed_total",
+		Help: "Progressive rollouts that succeeded in every target cluster.",
+	}, []string{"namespace", "name"})
+
+	// RolloutsFailed counts rollouts stopped by too many failed clusters
+	// (onFailure Pause).
+	RolloutsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_rollouts_failed_total",
+		Help: "Progressive rollouts stopped because more clusters failed than maxFailures (onFailure Pause).",
+	}, []string{"namespace", "name"})
+
+	// RolloutsRolledBack counts rollouts that failed and were rolled back.
+	RolloutsRolledBack = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_rollouts_rolled_back_total",
+		Help: "Progressive rollouts that failed and returned the updated clusters to the last good revision.",
+	}, []string{"namespace", "name"})
+
+	// RolloutWaveDuration is the time from a wave's start to its last
+	// cluster succeeding or failing.
+	RolloutWaveDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "flotilla_rollout_wave_duration_seconds",
+		Help:    "Time from the start of a rollout wave to its last cluster succeeding or failing.",
+		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+	})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(MyAppReplicas, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites)
+	ctrlmetrics.Registry.MustRegister(MyAppReplicas, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites,
+		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack, RolloutWaveDuration)
 }

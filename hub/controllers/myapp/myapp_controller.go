@@ -162,6 +162,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	now := r.Clock.Now()
 
+	if progressive(app) && !controllerutil.ContainsFinalizer(app, flotillav1.MyAppFinalizer) {
+		// A Progressive rollout writes its status with optimistic locking,
+		// so the finalizer goes first rather than in parallel.
+		patched := app.DeepCopy()
+		controllerutil.AddFinalizer(patched, flotillav1.MyAppFinalizer)
+		if err := r.Client.Patch(ctx, patched, client.MergeFrom(app)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding the finalizer: %w", err)
+		}
+		app = patched
+	}
+
 	original := app.DeepCopy()
 	// The finalizer is added in parallel with the Work writes rather than
 	// before them, to keep API writes off the propagation path in series; a
@@ -198,7 +209,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 		decision = result.Decision(app.Status.Placement, app.Generation, now)
 	}
 
-	plan, err := r.plan(app, decision, clusters, works, now)
+	var rollout *rolloutResult
+	if progressive(app) {
+		if rollout, err = r.advanceRollout(ctx, app, original, decision, clusters, works, now); err != nil {
+			finalizerWG.Wait()
+			return reconcile.Result{}, err
+		}
+	} else {
+		app.Status.Rollout = nil
+	}
+	var revisions map[string]*flotillav1.RevisionTemplate
+	if rollout != nil {
+		revisions = rollout.revisions
+	}
+	plan, err := r.plan(app, decision, clusters, works, revisions, now)
 	if err != nil {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
@@ -230,6 +254,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	app.Status.UpdatedReplicas = out.updated
 	app.Status.ClusterCount = out.used
 	for _, c := range out.conditions {
+		if rollout != nil && c.Type == flotillav1.ConditionProgressing {
+			if rc, ok := rolloutCondition(rollout.status, app.Generation); ok {
+				c = rc
+			}
+		}
 		meta.SetStatusCondition(&app.Status.Conditions, c)
 	}
 	if writeErr == nil && finalizerErr == nil {
@@ -237,7 +266,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	r.exportMetrics(app, out.clusters)
 	if !equality.Semantic.DeepEqual(original.Status, app.Status) {
-		if err := r.Client.Status().Patch(ctx, app, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		patch := client.MergeFrom(original)
+		if rollout != nil {
+			// A status computed from a stale cache must not overwrite
+			// the rollout's state: the conflict requeues.
+			patch = client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})
+		}
+		if err := r.Client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
 			retErr = errors.Join(retErr, fmt.Errorf("patching MyApp status: %w", err))
 		}
 	}
@@ -249,6 +284,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 
 	requeue := plan.requeueAfter
+	if rollout != nil && rollout.requeueAfter > 0 && (requeue == 0 || rollout.requeueAfter < requeue) {
+		requeue = rollout.requeueAfter
+	}
 	// Also on error: a failback about to complete may make the app
 	// schedulable again, and the scheduler says when.
 	if result.RequeueAfter > 0 && (requeue == 0 || result.RequeueAfter < requeue) {
@@ -309,14 +347,24 @@ type plan struct {
 }
 
 // plan decides which Works to write, keep and delete for decision.
-func (r *Reconciler) plan(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, now time.Time) (plan, error) {
+// revisions, set for a Progressive rollout, name the revision each target
+// cluster renders; replicas always come from decision and the current spec.
+func (r *Reconciler) plan(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, revisions map[string]*flotillav1.RevisionTemplate, now time.Time) (plan, error) {
 	var p plan
 	wanted := map[string]bool{}
 	for _, tc := range decision.Clusters {
 		mc := clusters.byName[tc.Name]
-		desired, replicas, err := render.Work(app, tc.Name, mc, tc.Replicas)
+		src := app
+		rt := revisions[tc.Name]
+		if rt != nil {
+			src = appAt(app, rt)
+		}
+		desired, replicas, err := render.Work(src, tc.Name, mc, tc.Replicas)
 		if err != nil {
 			return p, err
+		}
+		if rt != nil {
+			desired.Labels[LabelRevision] = rt.Name
 		}
 		wanted[tc.Name] = true
 		cur := existing[tc.Name]

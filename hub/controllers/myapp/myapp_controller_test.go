@@ -234,7 +234,7 @@ func TestPlan(t *testing.T) {
 			for n, w := range tt.existing {
 				before[n] = w.DeepCopy()
 			}
-			p, err := (&Reconciler{}).plan(tt.app, tt.decision, members("a", "b", "c"), tt.existing, t0)
+			p, err := (&Reconciler{}).plan(tt.app, tt.decision, members("a", "b", "c"), tt.existing, nil, t0)
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -287,7 +287,7 @@ func clusterNames(ws []*flotillav1.Work) []string {
 // rendered ones, overrides included, for the right cluster.
 func TestPlanWritesWhatRenderRenders(t *testing.T) {
 	a := app(overrideReplicas("b", 7))
-	p, err := (&Reconciler{}).plan(a, decision(map[string]int32{"a": 3, "b": 3}), members("a", "b"), nil, t0)
+	p, err := (&Reconciler{}).plan(a, decision(map[string]int32{"a": 3, "b": 3}), members("a", "b"), nil, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestPlanFailsOnAnInvalidOverrideSelector(t *testing.T) {
 			Replicas: ptr.To[int32](1),
 		}}
 	})
-	_, err := (&Reconciler{}).plan(a, decision(map[string]int32{"a": 1}), members("a"), nil, t0)
+	_, err := (&Reconciler{}).plan(a, decision(map[string]int32{"a": 1}), members("a"), nil, nil, t0)
 	if err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (bad)") {
 		t.Errorf("plan error = %v, want one naming spec.overrides[0] (bad)", err)
 	}
