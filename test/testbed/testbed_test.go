@@ -137,3 +137,79 @@ func TestMemberRunsDeploymentAndSurvivesRestart(t *testing.T) {
 	}
 	eventually(t, "Deployment web ready again after the restart", 60*time.Second, readyReplicas)
 }
+
+// TestFailImageNeverBecomesReady: the testbed's kwok stages leave pods
+// whose image contains flotilla-fail not Ready, while a pod of a normal
+// image beside them becomes Ready, so a rollout of such an image fails the
+// way a broken image would.
+func TestFailImageNeverBecomesReady(t *testing.T) {
+	bin := requireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tb, err := testbed.Start(ctx, testbed.Config{Dir: t.TempDir(), BinDir: bin, Members: testbed.DefaultMembers(1)})
+	if err != nil {
+		t.Fatalf("starting the testbed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tb.Stop(); err != nil {
+			t.Errorf("stopping the testbed: %v", err)
+		}
+	})
+	cfg, err := tb.Members[0].RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	deploy := func(name, image string) {
+		t.Helper()
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+				},
+			},
+		}
+		if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating Deployment %s: %v", name, err)
+		}
+	}
+	deploy("good", "nginx:1.27")
+	deploy("bad", "nginx:flotilla-fail")
+	podReady := func(app string) (bool, error) {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil || len(pods.Items) == 0 {
+			return false, fmt.Errorf("pods of %s: %d (%v)", app, len(pods.Items), err)
+		}
+		for _, c := range pods.Items[0].Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		if pods.Items[0].Spec.NodeName == "" {
+			return false, fmt.Errorf("pod of %s not scheduled yet", app)
+		}
+		return false, nil
+	}
+	eventually(t, "the nginx:1.27 pod Ready", 60*time.Second, func() error {
+		ok, err := podReady("good")
+		if err == nil && !ok {
+			err = fmt.Errorf("not Ready")
+		}
+		return err
+	})
+	// The good pod is Ready, so kwok has been through its stages; the bad
+	// pod, scheduled as well, must stay not Ready.
+	eventually(t, "the nginx:flotilla-fail pod scheduled", 30*time.Second, func() error {
+		_, err := podReady("bad")
+		return err
+	})
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if ok, err := podReady("bad"); err != nil || ok {
+			t.Fatalf("the nginx:flotilla-fail pod: ready=%v err=%v", ok, err)
+		}
+	}
+}
