@@ -213,6 +213,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 	if progressive(app) {
 		if rollout, err = r.advanceRollout(ctx, app, original, decision, clusters, works, now); err != nil {
 			finalizerWG.Wait()
+			if apierrors.IsConflict(err) {
+				// The cache is behind: the event of the newer MyApp
+				// brings a reconcile that sees it.
+				logger.V(1).Info("rollout computed from a stale MyApp; waiting for the newer one", "error", err.Error())
+				return reconcile.Result{}, nil
+			}
 			return reconcile.Result{}, err
 		}
 	} else {
@@ -272,7 +278,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (res 
 			// the rollout's state: the conflict requeues.
 			patch = client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})
 		}
-		if err := r.Client.Status().Patch(ctx, app, patch); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.Client.Status().Patch(ctx, app, patch); rollout != nil && apierrors.IsConflict(err) {
+			// Stale for a Progressive rollout: the newer MyApp's event
+			// brings another reconcile.
+			logger.V(1).Info("status computed from a stale MyApp; waiting for the newer one", "error", err.Error())
+		} else if err != nil && !apierrors.IsNotFound(err) {
 			retErr = errors.Join(retErr, fmt.Errorf("patching MyApp status: %w", err))
 		}
 	}
