@@ -508,3 +508,95 @@ func TestProgressiveRolloutSurvivesHubRestart(t *testing.T) {
 	r.report(app, nil, "member-3")
 	r.wantRollout(app, flotillav1.RolloutPhaseComplete, map[string]flotillav1.ClusterRolloutPhase{"member-1": succeeded, "member-2": succeeded, "member-3": succeeded})
 }
+
+// TestProgressiveRolloutStopsOnARealFailure runs a real hub and agents
+// against member control planes with kwok: an image containing
+// flotilla-fail never becomes Ready there, so the first cluster fails its
+// progress deadline and the rollout stops, the other member keeping the
+// old image.
+func TestProgressiveRolloutStopsOnARealFailure(t *testing.T) {
+	f := startFleet(t, 2)
+	ctx := context.Background()
+	syncAddr := freeAddr(t)
+	f.startSyncHub(t, syncAddr)
+	names := []string{"member-1", "member-2"}
+	for _, m := range names {
+		startAgent(t, f.agentOptions(t, m, syncAddr))
+	}
+	waitReady(t, f.hub, names...)
+
+	app := progressiveApp("web", names, func(p *flotillav1.RolloutPolicy) {
+		p.Progressive.ProgressDeadline = &metav1.Duration{Duration: 20 * time.Second}
+	})
+	app.Spec.Image = "nginx:1.27"
+	if err := f.hub.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *flotillav1.MyApp {
+		got := &flotillav1.MyApp{}
+		if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	image := func(member string) (string, int32, error) {
+		d, err := f.deployment(ctx, member, "default", "web")
+		if err != nil {
+			return "", 0, err
+		}
+		return d.Spec.Template.Spec.Containers[0].Image, d.Status.ReadyReplicas, nil
+	}
+	eventually(t, "nginx:1.27 ready in both members and the MyApp Ready", 90*time.Second, func() error {
+		for _, m := range names {
+			img, ready, err := image(m)
+			if err != nil || img != "nginx:1.27" || ready != 1 {
+				return fmt.Errorf("%s: %s ready %d (%v)", m, img, ready, err)
+			}
+		}
+		c := meta.FindStatusCondition(get().Status.Conditions, flotillav1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := get()
+		got.Spec.Image = "nginx:flotilla-fail"
+		return f.hub.Update(ctx, got)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the rollout Failed on member-1", 120*time.Second, func() error {
+		ro := get().Status.Rollout
+		if ro == nil || ro.Phase != flotillav1.RolloutPhaseFailed || len(ro.Clusters) != 2 {
+			return fmt.Errorf("rollout %+v", ro)
+		}
+		if c := ro.Clusters[0]; c.Name != "member-1" || c.Phase != flotillav1.ClusterRolloutFailed || !strings.Contains(c.Message, "progress deadline") {
+			return fmt.Errorf("member-1 %+v", c)
+		}
+		if c := ro.Clusters[1]; c.Phase != flotillav1.ClusterRolloutPending {
+			return fmt.Errorf("member-2 %+v", c)
+		}
+		return nil
+	})
+	t.Logf("rollout: %s", get().Status.Rollout.Message)
+	// member-1 really runs the failing image, its old pod still serving;
+	// member-2 keeps the last good image.
+	img, ready, err := image("member-1")
+	if err != nil || img != "nginx:flotilla-fail" || ready != 1 {
+		t.Fatalf("member-1: %s ready %d (%v)", img, ready, err)
+	}
+	d, err := f.deployment(ctx, "member-1", "default", "web")
+	if err != nil || d.Status.UpdatedReplicas != 1 || d.Status.AvailableReplicas != 1 {
+		t.Fatalf("member-1 Deployment status %+v (%v)", d.Status, err)
+	}
+	consistently(t, "member-2 on nginx:1.27", 3*time.Second, func() error {
+		img, ready, err := image("member-2")
+		if err != nil || img != "nginx:1.27" || ready != 1 {
+			return fmt.Errorf("member-2: %s ready %d (%v)", img, ready, err)
+		}
+		return nil
+	})
+}
