@@ -1,0 +1,85 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The provider and artifacts folder of the whole suite, set by TestMain.
+var (
+	provider  ClusterProvider
+	artifacts string
+)
+
+// TestMain parses the flags, starts (or connects to) the clusters once
+// for the whole suite, runs the specs and stops what it started. When a
+// spec failed, the state of every cluster and the logs also go to
+// <artifacts>/suite.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if artifacts, err = filepath.Abs(*artifactsFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	provider, err = startProvider(ctx, artifacts)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: starting the %s provider: %v\n", *providerFlag, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: %s provider ready in %s with members %v; artifacts of failing specs go to %s\n",
+		provider.Name(), time.Since(start).Round(time.Second), provider.MemberNames(), artifacts)
+	code := m.Run()
+	if code != 0 {
+		_ = os.RemoveAll(filepath.Join(artifacts, "suite"))
+		dumpClusters(provider, "", filepath.Join(artifacts, "suite"))
+		fmt.Fprintf(os.Stderr, "e2e: the state of every cluster and the logs are in %s\n", filepath.Join(artifacts, "suite"))
+	}
+	if err := provider.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: stopping the %s provider: %v\n", provider.Name(), err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// input is the SpecInput of the test t, in a namespace of its own.
+func input(t *testing.T, short string) SpecInput {
+	return newSpecInput(t, provider, artifacts, short)
+}
+
+// The specs run in this order. The ones that stop a member come last; every
+// spec leaves the fleet as it found it.
+
+func TestInvalidMyAppRefused(t *testing.T)  { InvalidSpec(t, input(t, "invalid")) }
+func TestDuplicated(t *testing.T)           { DuplicatedSpec(t, input(t, "duplicated")) }
+func TestDividedStaticWeights(t *testing.T) { DividedStaticSpec(t, input(t, "static")) }
+func TestDividedDynamicWeights(t *testing.T) {
+	DynamicWeightsSpec(t, input(t, "dynamic"))
+}
+func TestScaleUpAndDown(t *testing.T)          { ScaleSpec(t, input(t, "scale")) }
+func TestImageRollout(t *testing.T)            { ImageRolloutSpec(t, input(t, "image")) }
+func TestPerClusterOverride(t *testing.T)      { OverrideSpec(t, input(t, "override")) }
+func TestDeleteRemovesEverything(t *testing.T) { DeleteSpec(t, input(t, "delete")) }
+func TestAgentLeaderFailover(t *testing.T)     { AgentLeaderFailoverSpec(t, input(t, "agent")) }
+func TestHubRestart(t *testing.T)              { HubRestartSpec(t, input(t, "hub")) }
+func TestFailover(t *testing.T)                { FailoverSpec(t, input(t, "failover")) }
+func TestFailback(t *testing.T)                { FailbackSpec(t, input(t, "failback")) }

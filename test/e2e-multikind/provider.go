@@ -1,0 +1,91 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ClusterProvider is a running Flotilla: a hub cluster with the hub
+// running in or beside it, and member clusters with their agents. Specs
+// reach the clusters and disturb them only through it, so the same spec
+// runs against the local testbed and against kind.
+type ClusterProvider interface {
+	// Name is the provider's name, as given to -provider.
+	Name() string
+	// HubConfig is an admin client config of the hub cluster.
+	HubConfig() *rest.Config
+	// Hub is an admin client of the hub cluster.
+	Hub() client.Client
+	// MemberNames lists the members by their MemberCluster names, in
+	// order (member-1, member-2, ...).
+	MemberNames() []string
+	// Member is an admin client of the member called name.
+	Member(name string) client.Client
+
+	// StopMember takes the member's control plane away, as an outage
+	// would: its agent loses its apiserver and stops heartbeating.
+	StopMember(ctx context.Context, name string) error
+	// StartMember brings the member's control plane back and returns
+	// once its apiserver answers.
+	StartMember(ctx context.Context, name string) error
+	// AgentLeader names the agent replica of member that holds the
+	// leader election Lease and the stream to the hub, as it reports
+	// itself to the hub (MemberCluster status.agent.instance).
+	AgentLeader(ctx context.Context, member string) (string, error)
+	// KillAgent kills the agent replica called name in member without a
+	// chance to release its Lease; it is started again, as a pod would be.
+	KillAgent(ctx context.Context, member, name string) error
+	// RestartHub restarts the hub as a rolling update would (SIGTERM,
+	// then a new process) and returns once it was asked to stop.
+	RestartHub(ctx context.Context) error
+
+	// CollectLogs writes the hub's and agents' logs into dir.
+	CollectLogs(ctx context.Context, dir string) error
+	// Stop releases what the provider started (nothing for kind).
+	Stop() error
+}
+
+// Names the hub and agents use in every install (their flags' defaults,
+// which test/fleet and deploy/ keep).
+const (
+	// systemNamespace holds the leader election Leases, in the hub and in
+	// every member.
+	systemNamespace = "flotilla-system"
+	// hubLease and agentLease are the leader election Leases.
+	hubLease   = "flotilla-hub.flotilla.dev"
+	agentLease = "flotilla-agent.flotilla.dev"
+)
+
+// Flags of the suite; pass them after -args.
+var (
+	providerFlag     = flag.String("provider", "testbed", "where the suite runs: testbed (local control-plane processes, started and stopped by the suite) or kind (existing clusters from -hub-kubeconfig and -member-kubeconfigs)")
+	artifactsFlag    = flag.String("artifacts", "artifacts", "folder for what failing specs leave behind: objects of every cluster and hub / agent logs (relative paths are relative to test/e2e-multikind)")
+	hubKubeconfig    = flag.String("hub-kubeconfig", "", "kind: kubeconfig of the hub cluster")
+	memberKubeconfig = flag.String("member-kubeconfigs", "", "kind: comma-separated kubeconfigs of the member clusters, in member order")
+)
+
+// startProvider starts (testbed) or connects to (kind) the clusters named
+// by the flags. artifacts receives logs when starting fails.
+func startProvider(ctx context.Context, artifacts string) (ClusterProvider, error) {
+	switch *providerFlag {
+	case "testbed":
+		return startTestbed(ctx, artifacts)
+	case "kind":
+		var members []string
+		for _, p := range strings.Split(*memberKubeconfig, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				members = append(members, p)
+			}
+		}
+		return connectKind(ctx, *hubKubeconfig, members)
+	default:
+		return nil, fmt.Errorf("-provider=%q: want testbed or kind", *providerFlag)
+	}
+}

@@ -1,0 +1,307 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/fleet"
+)
+
+// kindProvider runs the suite against kind clusters that
+// test/e2e-multikind/kind/up.sh brought up: the hub as the Deployment
+// flotilla-hub and an agent Deployment (two replicas) in every member, all
+// in flotilla-system. It needs Docker and kind on the machine running the
+// suite, and it starts nothing: the clusters are the user's.
+//
+// Outages are Docker's: StopMember is `docker stop <cluster>-control-plane`
+// (the node container, agent included) and StartMember `docker start`.
+type kindProvider struct {
+	hubCfg  *rest.Config
+	hub     client.Client
+	members []kindMember
+}
+
+// kindMember is one member cluster.
+type kindMember struct {
+	// name is its MemberCluster's name on the hub.
+	name string
+	// cluster is its kind cluster's name (the kubeconfig context without
+	// "kind-"); its node container is <cluster>-control-plane.
+	cluster string
+	cfg     *rest.Config
+	c       client.Client
+}
+
+var _ ClusterProvider = &kindProvider{}
+
+// hubDeployment is the hub's Deployment in deploy/hub.
+const hubDeployment = "flotilla-hub"
+
+// connectKind builds clients from the kubeconfigs and matches each member
+// kubeconfig to a MemberCluster on the hub by its context name (kind's
+// "kind-flotilla-member-2" is member-2) or, failing that, its file name
+// (up.sh writes member-2.kubeconfig).
+func connectKind(ctx context.Context, hubPath string, memberPaths []string) (*kindProvider, error) {
+	if hubPath == "" || len(memberPaths) == 0 {
+		return nil, errors.New("-provider=kind needs -hub-kubeconfig and -member-kubeconfigs (test/e2e-multikind/kind/up.sh writes them to artifacts/kind/e2e-flags)")
+	}
+	p := &kindProvider{}
+	var err error
+	if p.hubCfg, _, err = loadKubeconfig(hubPath); err != nil {
+		return nil, err
+	}
+	if p.hub, err = client.New(p.hubCfg, client.Options{Scheme: fleet.Scheme()}); err != nil {
+		return nil, err
+	}
+	var list flotillav1.MemberClusterList
+	if err := p.hub.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing MemberClusters on the hub (%s): %w", hubPath, err)
+	}
+	known := map[string]bool{}
+	for _, mc := range list.Items {
+		known[mc.Name] = true
+	}
+	for _, path := range memberPaths {
+		cfg, contextName, err := loadKubeconfig(path)
+		if err != nil {
+			return nil, err
+		}
+		cluster := strings.TrimPrefix(contextName, "kind-")
+		file := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		name := ""
+		for _, candidate := range []string{strings.TrimPrefix(cluster, "flotilla-"), cluster, file} {
+			if known[candidate] {
+				name = candidate
+				break
+			}
+		}
+		if name == "" {
+			return nil, fmt.Errorf("%s (context %q): no MemberCluster on the hub is called %q, %q or %q", path, contextName, strings.TrimPrefix(cluster, "flotilla-"), cluster, file)
+		}
+		c, err := client.New(cfg, client.Options{Scheme: fleet.Scheme()})
+		if err != nil {
+			return nil, err
+		}
+		p.members = append(p.members, kindMember{name: name, cluster: cluster, cfg: cfg, c: c})
+	}
+	return p, nil
+}
+
+// loadKubeconfig returns a client config for path's current context and
+// that context's name.
+func loadKubeconfig(path string) (*rest.Config, string, error) {
+	raw, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading kubeconfig %s: %w", path, err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg, raw.CurrentContext, nil
+}
+
+func (p *kindProvider) Name() string            { return "kind" }
+func (p *kindProvider) HubConfig() *rest.Config { return p.hubCfg }
+func (p *kindProvider) Hub() client.Client      { return p.hub }
+
+func (p *kindProvider) MemberNames() []string {
+	out := make([]string, 0, len(p.members))
+	for _, m := range p.members {
+		out = append(out, m.name)
+	}
+	return out
+}
+
+func (p *kindProvider) member(name string) (*kindMember, error) {
+	for i := range p.members {
+		if p.members[i].name == name {
+			return &p.members[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no member %q", name)
+}
+
+func (p *kindProvider) Member(name string) client.Client {
+	m, err := p.member(name)
+	if err != nil {
+		return nil
+	}
+	return m.c
+}
+
+func docker(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// StopMember stops the member's node container.
+func (p *kindProvider) StopMember(ctx context.Context, name string) error {
+	m, err := p.member(name)
+	if err != nil {
+		return err
+	}
+	return docker(ctx, "stop", m.cluster+"-control-plane")
+}
+
+// StartMember starts the node container and waits for the apiserver's
+// /readyz.
+func (p *kindProvider) StartMember(ctx context.Context, name string) error {
+	m, err := p.member(name)
+	if err != nil {
+		return err
+	}
+	if err := docker(ctx, "start", m.cluster+"-control-plane"); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(m.cfg)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("member %s's apiserver not ready 3m after docker start: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// AgentLeader reads the agents' Lease: controller-runtime's holder
+// identity is <hostname>_<uuid>, and a pod's hostname is its name, which
+// is also what the agent reports as its instance (POD_NAME).
+func (p *kindProvider) AgentLeader(ctx context.Context, member string) (string, error) {
+	m, err := p.member(member)
+	if err != nil {
+		return "", err
+	}
+	lease := &coordinationv1.Lease{}
+	if err := m.c.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: agentLease}, lease); err != nil {
+		return "", fmt.Errorf("reading the agent Lease of %s: %w", member, err)
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	pod, _, _ := strings.Cut(holder, "_")
+	if pod == "" {
+		return "", fmt.Errorf("no agent of %s holds the Lease", member)
+	}
+	return pod, nil
+}
+
+// KillAgent deletes the agent pod at once (grace period 0): it cannot
+// release its Lease, and its Deployment starts a new pod.
+func (p *kindProvider) KillAgent(ctx context.Context, member, name string) error {
+	m, err := p.member(member)
+	if err != nil {
+		return err
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: name}}
+	return m.c.Delete(ctx, pod, client.GracePeriodSeconds(0))
+}
+
+// RestartHub does what `kubectl rollout restart deployment/flotilla-hub`
+// does (a restartedAt annotation on the pod template) and waits for the
+// rollout to finish.
+func (p *kindProvider) RestartHub(ctx context.Context) error {
+	key := client.ObjectKey{Namespace: systemNamespace, Name: hubDeployment}
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	if err := p.hub.Patch(ctx, d, client.RawPatch(types.StrategicMergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("restarting deployment/%s: %w", hubDeployment, err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if err := p.hub.Get(ctx, key, d); err != nil {
+			return err
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		st := d.Status
+		if st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("deployment/%s did not roll out within 5m: %+v", hubDeployment, st)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// CollectLogs writes the logs of every container of every pod in
+// flotilla-system, of the hub and of each member.
+func (p *kindProvider) CollectLogs(ctx context.Context, dir string) error {
+	var errs []error
+	errs = append(errs, podLogs(ctx, p.hubCfg, filepath.Join(dir, "hub")))
+	for _, m := range p.members {
+		errs = append(errs, podLogs(ctx, m.cfg, filepath.Join(dir, m.name)))
+	}
+	return errors.Join(errs...)
+}
+
+func podLogs(ctx context.Context, cfg *rest.Config, dir string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pods, err := cs.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for _, pod := range pods.Items {
+		for _, c := range pod.Spec.Containers {
+			b, err := cs.CoreV1().Pods(systemNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			errs = append(errs, os.WriteFile(filepath.Join(dir, pod.Name+"-"+c.Name+".log"), b, 0o644))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop does nothing: the clusters belong to whoever ran up.sh.
+func (p *kindProvider) Stop() error { return nil }

@@ -1,0 +1,209 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/test/fleet"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// testbedProvider is a whole local Flotilla from test/fleet: a testbed hub
+// and three members (real etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok processes), with the hub and two agent replicas
+// per member running as supervised processes of the binaries built from
+// this checkout.
+type testbedProvider struct {
+	fleet *fleet.Fleet
+	// dir holds the clusters, certificates and logs; removed by Stop.
+	dir string
+	// binDir holds hub and agent binaries the suite built; removed by Stop.
+	binDir string
+}
+
+var _ ClusterProvider = &testbedProvider{}
+
+// The testbed's settings. The hub's heartbeat grace is short so that
+// failover specs don't wait long; two agent replicas per member make the
+// agent leader failover spec possible; the webhook is served so that
+// invalid MyApps are refused as in a real install.
+const (
+	testbedMembers        = 3
+	testbedAgentReplicas  = 2
+	testbedHeartbeatGrace = 3 * time.Second
+)
+
+// startTestbed builds the hub and agent (unless $FLOTILLA_BIN has them)
+// and starts the fleet. When that fails, the logs go to
+// artifacts/setup before the temporary folders are removed.
+func startTestbed(ctx context.Context, artifacts string) (_ *testbedProvider, err error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	p := &testbedProvider{}
+	defer func() {
+		if err != nil {
+			if p.dir != "" {
+				_ = copyLogs(p.dir, filepath.Join(artifacts, "setup"))
+			}
+			err = errors.Join(err, p.Stop())
+		}
+	}()
+
+	flotillaBin := os.Getenv("FLOTILLA_BIN")
+	if flotillaBin == "" || !hasFiles(flotillaBin, "hub", "agent") {
+		if p.binDir, err = os.MkdirTemp("", "flotilla-e2e-bin-"); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "building the hub and agent into %s ...\n", p.binDir)
+		if err := fleet.BuildBinaries(root, p.binDir); err != nil {
+			return nil, err
+		}
+		flotillaBin = p.binDir
+	}
+	if p.dir, err = os.MkdirTemp("", "flotilla-e2e-"); err != nil {
+		return nil, err
+	}
+	p.fleet, err = fleet.Start(ctx, fleet.Config{
+		Dir:            p.dir,
+		FlotillaBinDir: flotillaBin,
+		CRDDir:         filepath.Join(root, "deploy", "hub", "crds"),
+		Members:        testbed.DefaultMembers(testbedMembers),
+		AgentReplicas:  testbedAgentReplicas,
+		HeartbeatGrace: testbedHeartbeatGrace,
+		Webhook:        true,
+		Progress:       os.Stderr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the testbed fleet (control-plane binaries from %s; `make testbed-bin` builds them): %w", testbed.DefaultBinDir(), err)
+	}
+	return p, nil
+}
+
+func (p *testbedProvider) Name() string                     { return "testbed" }
+func (p *testbedProvider) HubConfig() *rest.Config          { return p.fleet.HubConfig }
+func (p *testbedProvider) Hub() client.Client               { return p.fleet.Hub }
+func (p *testbedProvider) MemberNames() []string            { return p.fleet.MemberNames() }
+func (p *testbedProvider) Member(name string) client.Client { return p.fleet.Member(name) }
+
+func (p *testbedProvider) StopMember(_ context.Context, name string) error {
+	return p.fleet.StopMember(name)
+}
+
+func (p *testbedProvider) StartMember(ctx context.Context, name string) error {
+	return p.fleet.StartMember(ctx, name)
+}
+
+// AgentLeader asks each replica's metrics which one leads; replicas are
+// called agent-<member>-<i> and report that name to the hub.
+func (p *testbedProvider) AgentLeader(_ context.Context, member string) (string, error) {
+	return p.fleet.AgentLeader(member)
+}
+
+// KillAgent SIGKILLs the replica; its supervisor starts it again a second
+// later, as a kubelet would restart the container.
+func (p *testbedProvider) KillAgent(_ context.Context, _, name string) error {
+	return p.fleet.KillAgent(name)
+}
+
+// RestartHub sends the hub SIGTERM and waits for it to exit; its
+// supervisor starts it again a second later.
+func (p *testbedProvider) RestartHub(context.Context) error { return p.fleet.RestartHub() }
+
+// CollectLogs copies the hub and agent logs (fleet.LogDir) into dir.
+func (p *testbedProvider) CollectLogs(_ context.Context, dir string) error {
+	return copyTree(p.fleet.LogDir(), dir, func(string) bool { return true })
+}
+
+// Stop stops every process of the fleet (by PID, through fleet.Stop) and
+// removes the temporary folders.
+func (p *testbedProvider) Stop() error {
+	var errs []error
+	if p.fleet != nil {
+		errs = append(errs, p.fleet.Stop())
+	}
+	for _, d := range []string{p.dir, p.binDir} {
+		if d != "" {
+			errs = append(errs, os.RemoveAll(d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// copyLogs copies every log under the fleet folder dir (the hub's and
+// agents' logs/ and each cluster's <cluster>/logs/) into dst.
+func copyLogs(dir, dst string) error {
+	return copyTree(dir, dst, func(rel string) bool {
+		return strings.HasSuffix(rel, ".log") && strings.Contains(filepath.ToSlash(rel), "logs/")
+	})
+}
+
+// copyTree copies the regular files under src for which keep says yes
+// into dst, keeping their relative paths.
+func copyTree(src, dst string, keep func(rel string) bool) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil || d.IsDir() || !d.Type().IsRegular() || !keep(rel) {
+			return err
+		}
+		return copyFile(path, filepath.Join(dst, rel))
+	})
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// repoRoot is the repository root: two levels above this package, where
+// go test runs it.
+func repoRoot() (string, error) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		return "", err
+	}
+	if !hasFiles(root, "go.mod") {
+		return "", fmt.Errorf("no go.mod in %s: run the suite with go test from the repository", root)
+	}
+	return root, nil
+}
+
+func hasFiles(dir string, names ...string) bool {
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			return false
+		}
+	}
+	return true
+}
