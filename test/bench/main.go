@@ -292,7 +292,7 @@ func (b *bench) propagation(ctx context.Context) error {
 		if err := b.directRun(ctx, i, counted); err != nil {
 			return fmt.Errorf("floor run %d: %w", i, err)
 		}
-		b.load.sample()
+		b.load.sample("propagation")
 	}
 	return nil
 }
@@ -691,7 +691,7 @@ func (b *bench) failover(ctx context.Context) error {
 		if err := b.failoverRun(ctx, name, i, i > 0); err != nil {
 			return fmt.Errorf("failover run %d: %w", i, err)
 		}
-		b.load.sample()
+		b.load.sample("failover")
 	}
 	return b.deleteApp(ctx, name)
 }

@@ -64,12 +64,11 @@ func table(rows []*series) string {
 	return b.String()
 }
 
-// loadTracker samples the 1-minute load average at the start, after every
-// run and at the end.
+// loadTracker samples the 1-minute load average after every run, by phase.
 type loadTracker struct {
 	mu      sync.Mutex
-	start   string
-	samples []float64
+	phases  []string
+	samples map[string][]float64
 }
 
 // loadavg returns /proc/loadavg's three averages.
@@ -94,22 +93,33 @@ func load1() float64 {
 	return v
 }
 
-func (l *loadTracker) sample() {
+func (l *loadTracker) sample(phase string) {
 	v := load1()
 	l.mu.Lock()
-	l.samples = append(l.samples, v)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if l.samples == nil {
+		l.samples = map[string][]float64{}
+	}
+	if _, ok := l.samples[phase]; !ok {
+		l.phases = append(l.phases, phase)
+	}
+	l.samples[phase] = append(l.samples[phase], v)
 }
 
+// summary says, per phase, the lowest, median and highest sample.
 func (l *loadTracker) summary() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.samples) == 0 {
+	if len(l.phases) == 0 {
 		return "no samples"
 	}
-	s := slices.Clone(l.samples)
-	slices.Sort(s)
-	return fmt.Sprintf("1-min load average sampled after each run: min %.2f, median %.2f, max %.2f", s[0], s[len(s)/2], s[len(s)-1])
+	var parts []string
+	for _, p := range l.phases {
+		s := slices.Clone(l.samples[p])
+		slices.Sort(s)
+		parts = append(parts, fmt.Sprintf("%s runs min %.2f, median %.2f, max %.2f", p, s[0], s[len(s)/2], s[len(s)-1]))
+	}
+	return "1-min load average after each run: " + strings.Join(parts, "; ")
 }
 
 // machine describes where the benchmark runs.
