@@ -314,7 +314,9 @@ func TestAgentAppliesReportsAndHoldsOn(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, "MyApp settling back to 3 ready replicas", 30*time.Second, myAppReady)
+		// The MyApp may say 3 before it ever saw the transient 7 (its
+		// status lags the Work's): only a status that holds is settled.
+		eventuallyStable(t, "MyApp settling back to 3 ready replicas", 30*time.Second, 3*time.Second, myAppReady)
 	})
 
 	t.Run("an unowned Deployment is left alone and reported", func(t *testing.T) {

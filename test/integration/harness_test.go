@@ -40,6 +40,29 @@ func eventually(t *testing.T, what string, timeout time.Duration, check func() e
 	}
 }
 
+// eventuallyStable polls check until it has returned nil continuously for
+// hold, or fails the test after timeout naming what did not settle.
+func eventuallyStable(t *testing.T, what string, timeout, hold time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var since time.Time
+	for {
+		err := check()
+		switch {
+		case err != nil:
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= hold:
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not settle (hold %s) within %s: %v", what, hold, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // consistently checks that check keeps returning nil for d.
 func consistently(t *testing.T, what string, d time.Duration, check func() error) {
 	t.Helper()
