@@ -3,9 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
+	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
 // TestAgentLeaderFailover runs two agent processes for one member with
@@ -31,14 +30,13 @@ func TestAgentLeaderFailover(t *testing.T) {
 	kubeconfig := kubeconfigWithShippedRBAC(t, f.members["member-1"], f.tb.Member("member-1"), "../../deploy/agent/rbac/role.yaml", "flotilla-agent")
 	type replica struct {
 		name    string
-		proc    *process
+		proc    *testbed.Process
 		metrics string
 	}
 	var replicas []*replica
 	for i := range 2 {
 		r := &replica{name: fmt.Sprintf("agent-%d", i), metrics: freeAddr(t)}
-		os.Setenv("POD_NAME", r.name)
-		r.proc = startProcess(t, filepath.Join(t.TempDir(), r.name+".log"), bin,
+		r.proc = startProcessEnv(t, filepath.Join(t.TempDir(), r.name+".log"), bin, []string{"POD_NAME=" + r.name},
 			"--kubeconfig", kubeconfig,
 			"--hub-address", syncAddr,
 			"--cert-file", filepath.Join(f.certDir, pki.AgentCertFile("member-1")),
@@ -51,7 +49,6 @@ func TestAgentLeaderFailover(t *testing.T) {
 		)
 		replicas = append(replicas, r)
 	}
-	os.Unsetenv("POD_NAME")
 
 	var leader, standby *replica
 	eventually(t, "one agent replica leading", 60*time.Second, func() error {
@@ -105,7 +102,9 @@ func TestAgentLeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	leader.proc.stop(t, syscall.SIGKILL)
+	if err := leader.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the standby "+standby.name+" leading", 60*time.Second, func() error {
 		if !isLeader(scrape(standby.metrics)) {
 			return fmt.Errorf("not yet")

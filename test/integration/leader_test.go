@@ -3,13 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	localfleet "github.com/flotilla-dev/flotilla/test/fleet"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -35,29 +33,23 @@ func buildBinary(t *testing.T, pkg string) string {
 	return out
 }
 
-// process is a binary the test started; it is stopped by PID when the test
-// ends (and killed by the kernel if the test process dies first).
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+// startProcess starts bin with the testbed's process handling (its own
+// process group, killed by the kernel if the test process dies) and stops
+// it by PID when the test ends, showing its last output if the test failed.
+func startProcess(t *testing.T, logPath, bin string, args ...string) *testbed.Process {
+	return startProcessEnv(t, logPath, bin, nil, args...)
 }
 
-func startProcess(t *testing.T, logPath, bin string, args ...string) *process {
+func startProcessEnv(t *testing.T, logPath, bin string, env []string, args ...string) *testbed.Process {
 	t.Helper()
-	logFile, err := os.Create(logPath)
+	p, err := testbed.StartProcess(filepath.Base(bin), bin, args, env, logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logFile.Close(); close(p.done) }()
 	t.Cleanup(func() {
-		p.stop(t, syscall.SIGTERM)
+		if err := p.Stop(15 * time.Second); err != nil {
+			t.Errorf("stopping %s: %v", filepath.Base(bin), err)
+		}
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil {
 				if len(b) > 4000 {
@@ -70,41 +62,10 @@ func startProcess(t *testing.T, logPath, bin string, args ...string) *process {
 	return p
 }
 
-func (p *process) stop(t *testing.T, sig syscall.Signal) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Errorf("pid %d ignored %s and was killed", p.cmd.Process.Pid, sig)
-	}
-}
-
-// scrape returns the metrics text of addr, or "" when it does not answer.
-func scrape(addr string) string {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
-func isLeader(metrics string) bool {
-	for _, line := range strings.Split(metrics, "\n") {
-		if strings.HasPrefix(line, "leader_election_master_status{") && strings.HasSuffix(line, " 1") {
-			return true
-		}
-	}
-	return false
-}
+var (
+	scrape   = localfleet.Scrape
+	isLeader = localfleet.IsLeader
+)
 
 func reconciled(metrics string) bool {
 	for _, line := range strings.Split(metrics, "\n") {
@@ -127,7 +88,7 @@ func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 	// The hubs run as the service account with the RBAC deploy/hub ships.
 	kubeconfig := kubeconfigWithShippedRBAC(t, c, hubCluster, "../../deploy/hub/rbac/role.yaml", "flotilla-hub")
 	type replica struct {
-		proc    *process
+		proc    *testbed.Process
 		metrics string
 	}
 	var replicas []*replica
@@ -187,7 +148,9 @@ func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 		t.Fatalf("the standby replica reconciled (or did not answer): leader election is not holding it back")
 	}
 
-	leader.proc.stop(t, syscall.SIGKILL)
+	if err := leader.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the standby taking over leadership", 60*time.Second, func() error {
 		if !isLeader(scrape(standby.metrics)) {
 			return fmt.Errorf("not leading yet")
