@@ -49,6 +49,12 @@ func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) 
 		if obj == nil {
 			continue
 		}
+		// A cache may still hold the object as it was before this apply:
+		// the apply's own answer is newer then (its status not yet
+		// observing the new generation).
+		if r.Object != nil && obj.GetUID() == r.Object.GetUID() && obj.GetGeneration() < r.Object.GetGeneration() {
+			obj = r.Object
+		}
 		live.Objects[id] = obj
 		if gvk.GroupKind() != DeploymentKind.GroupKind() {
 			continue
