@@ -79,7 +79,19 @@ func TestScaleUpAndDown(t *testing.T)          { ScaleSpec(t, input(t, "scale"))
 func TestImageRollout(t *testing.T)            { ImageRolloutSpec(t, input(t, "image")) }
 func TestPerClusterOverride(t *testing.T)      { OverrideSpec(t, input(t, "override")) }
 func TestDeleteRemovesEverything(t *testing.T) { DeleteSpec(t, input(t, "delete")) }
-func TestAgentLeaderFailover(t *testing.T)     { AgentLeaderFailoverSpec(t, input(t, "agent")) }
-func TestHubRestart(t *testing.T)              { HubRestartSpec(t, input(t, "hub")) }
-func TestFailover(t *testing.T)                { FailoverSpec(t, input(t, "failover")) }
-func TestFailback(t *testing.T)                { FailbackSpec(t, input(t, "failback")) }
+func TestProgressiveRolloutOrder(t *testing.T) {
+	ProgressiveOrderSpec(t, input(t, "progressive"))
+}
+func TestProgressiveRolloutFailure(t *testing.T) {
+	ProgressiveFailureSpec(t, input(t, "rollout-failed"))
+}
+func TestProgressiveRolloutRollback(t *testing.T) {
+	ProgressiveRollbackSpec(t, input(t, "rollback"))
+}
+func TestProgressiveRolloutPaused(t *testing.T) {
+	ProgressivePausedSpec(t, input(t, "paused"))
+}
+func TestAgentLeaderFailover(t *testing.T) { AgentLeaderFailoverSpec(t, input(t, "agent")) }
+func TestHubRestart(t *testing.T)          { HubRestartSpec(t, input(t, "hub")) }
+func TestFailover(t *testing.T)            { FailoverSpec(t, input(t, "failover")) }
+func TestFailback(t *testing.T)            { FailbackSpec(t, input(t, "failback")) }
