@@ -63,7 +63,10 @@ testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips thos
 
 .PHONY: test
 test: lint testbed-bin ## Lint; unit, integration and testbed tests; a short fuzz run; the e2e suite.
-	$(GO) test -count=1 -timeout 45m ./...
+	@# One package at a time: the packages that start control planes pick
+	@# free loopback ports, and two of them starting at once could race for
+	@# one; it also keeps their timing off each other's cores.
+	$(GO) test -count=1 -p 1 -timeout 45m ./...
 	$(MAKE) fuzz
 	$(MAKE) e2e
 
