@@ -33,6 +33,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,8 @@ type options struct {
 	grace        time.Duration
 	toleration   int
 	timeout      time.Duration
+	quietLoad    float64
+	quietWait    time.Duration
 }
 
 func main() {
@@ -93,6 +96,8 @@ func main() {
 	flag.DurationVar(&o.grace, "heartbeat-grace", 2*time.Second, "the hub's --heartbeat-grace")
 	flag.IntVar(&o.toleration, "toleration", 1, "the failover MyApp's failover.clusterUnreachable.tolerationSeconds")
 	flag.DurationVar(&o.timeout, "timeout", 90*time.Second, "how long one step may take before the benchmark gives up")
+	flag.Float64Var(&o.quietLoad, "quiet-load", 1.5, "before each phase, wait until the 1-minute load average is below this (0: do not wait)")
+	flag.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "the longest wait for -quiet-load before a phase starts anyway")
 	flag.Parse()
 	if o.runs < 1 || o.failoverRuns < 0 || o.members < 2 {
 		fmt.Fprintln(os.Stderr, "bench: -runs must be at least 1, -failover-runs at least 0 and -members at least 2")
@@ -131,6 +136,10 @@ type bench struct {
 	flaps atomic.Int64
 	// Member Deployments that outlived their MyApp ("member/name").
 	orphans []string
+	// procs are the names of each member's control-plane processes.
+	procs map[string][]string
+	// incidents are testbed processes found dead (and restarted).
+	incidents []string
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -260,7 +269,12 @@ func (b *bench) prepare(ctx context.Context) error {
 	if err := b.obs.watchHub(ctx, b.f.HubConfig); err != nil {
 		return err
 	}
+	b.procs = map[string][]string{}
 	for _, m := range b.members {
+		for name := range b.f.Testbed.Member(m).PIDs() {
+			b.procs[m] = append(b.procs[m], name)
+		}
+		slices.Sort(b.procs[m])
 		if err := ns(b.f.Member(m)); err != nil {
 			return err
 		}
@@ -269,6 +283,59 @@ func (b *bench) prepare(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// restartDead restarts every member with a dead control-plane process
+// and records the incident.
+func (b *bench) restartDead(ctx context.Context) (restarted bool, err error) {
+	for _, m := range b.members {
+		dead := b.deadProcesses(m)
+		if len(dead) == 0 {
+			continue
+		}
+		msg := fmt.Sprintf("%s of %s exited", strings.Join(dead, ", "), m)
+		b.incidents = append(b.incidents, msg)
+		progress("warning: %s (logs in %s); restarting %s", msg, filepath.Join(b.f.Testbed.Member(m).Dir, "logs"), m)
+		restarted = true
+		b.obs.stopMember(m)
+		if err := b.f.StopMember(m); err != nil {
+			progress("warning: stopping %s: %v", m, err)
+		}
+		if err := b.f.StartMember(ctx, m); err != nil {
+			return restarted, err
+		}
+		if err := b.watchMember(ctx, m); err != nil {
+			return restarted, err
+		}
+	}
+	return restarted, nil
+}
+
+// deadSummary names dead control-plane processes, for error messages.
+func (b *bench) deadSummary() string {
+	var parts []string
+	for _, m := range b.members {
+		if dead := b.deadProcesses(m); len(dead) > 0 {
+			parts = append(parts, fmt.Sprintf("%s of %s", strings.Join(dead, ", "), m))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (testbed processes exited: " + strings.Join(parts, "; ") + ")"
+}
+
+// deadProcesses names the control-plane processes of member m that were
+// running at the start and are not now.
+func (b *bench) deadProcesses(m string) []string {
+	running := b.f.Testbed.Member(m).PIDs()
+	var dead []string
+	for _, name := range b.procs[m] {
+		if _, ok := running[name]; !ok {
+			dead = append(dead, name)
+		}
+	}
+	return dead
 }
 
 func (b *bench) watchMember(ctx context.Context, m string) error {
@@ -282,18 +349,47 @@ func (b *bench) watchMember(ctx context.Context, m string) error {
 // propagation runs the propagation, status, spec-change and floor figures:
 // run 0 is a warm-up, then opts.runs counted runs.
 func (b *bench) propagation(ctx context.Context) error {
+	if err := b.waitQuiet(ctx, "propagation"); err != nil {
+		return err
+	}
 	stopFlaps := b.watchFlaps(ctx)
 	defer stopFlaps()
 	for i := 0; i <= b.opts.runs; i++ {
 		counted := i > 0
 		if err := b.flotillaRun(ctx, i, counted); err != nil {
-			return fmt.Errorf("propagation run %d: %w", i, err)
+			return fmt.Errorf("propagation run %d: %w%s", i, err, b.deadSummary())
 		}
 		if err := b.directRun(ctx, i, counted); err != nil {
-			return fmt.Errorf("floor run %d: %w", i, err)
+			return fmt.Errorf("floor run %d: %w%s", i, err, b.deadSummary())
 		}
 		b.load.sample("propagation")
 	}
+	return nil
+}
+
+// waitQuiet waits up to -quiet-wait for the 1-minute load average to fall
+// below -quiet-load (starting the fleet alone raises it), so that a phase
+// does not start on a machine still busy with the last one or with
+// something else.
+func (b *bench) waitQuiet(ctx context.Context, phase string) error {
+	if b.opts.quietLoad <= 0 {
+		return nil
+	}
+	start := time.Now()
+	for load1() >= b.opts.quietLoad {
+		if time.Since(start) > b.opts.quietWait {
+			progress("starting the %s runs at load average %s: still not below %.2f after %s", phase, loadavg(), b.opts.quietLoad, b.opts.quietWait)
+			b.load.startPhase(phase)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
+	}
+	progress("starting the %s runs at load average %s (waited %s for it to fall below %.2f)", phase, loadavg(), time.Since(start).Round(time.Second), b.opts.quietLoad)
+	b.load.startPhase(phase)
 	return nil
 }
 
@@ -681,15 +777,27 @@ func hasUnreachableTaint(mc *flotillav1.MemberCluster) bool {
 // is a warm-up, then opts.failoverRuns counted runs.
 func (b *bench) failover(ctx context.Context) error {
 	const name = "failover"
+	if err := b.waitQuiet(ctx, "failover"); err != nil {
+		return err
+	}
 	if err := b.f.Hub.Create(ctx, b.failoverApp(name)); err != nil {
 		return fmt.Errorf("creating MyApp %s: %w", name, err)
 	}
-	if err := b.settled(ctx, name, b.opts.timeout); err != nil {
+	if _, err := b.settled(ctx, name, b.opts.timeout); err != nil {
 		return err
 	}
 	for i := 0; i <= b.opts.failoverRuns; i++ {
+		// A member whose testbed process died since the last run
+		// settled is restarted first, and the app settles again.
+		if restarted, err := b.restartDead(ctx); err != nil {
+			return err
+		} else if restarted {
+			if _, err := b.settled(ctx, name, 3*b.opts.timeout); err != nil {
+				return err
+			}
+		}
 		if err := b.failoverRun(ctx, name, i, i > 0); err != nil {
-			return fmt.Errorf("failover run %d: %w", i, err)
+			return fmt.Errorf("failover run %d: %w%s", i, err, b.deadSummary())
 		}
 		b.load.sample("failover")
 	}
@@ -776,7 +884,8 @@ func (b *bench) failoverRun(ctx context.Context, name string, i int, counted boo
 	if err := b.watchMember(ctx, victim); err != nil {
 		return err
 	}
-	if err := b.settled(ctx, name, 3*b.opts.timeout); err != nil {
+	restarted, err := b.settled(ctx, name, 3*b.opts.timeout)
+	if err != nil {
 		return err
 	}
 	tSettled := time.Now()
@@ -792,7 +901,9 @@ func (b *bench) failoverRun(ctx context.Context, name string, i int, counted boo
 		b.fNotReady.add(tNotReady.Sub(tTaint))
 		b.fWorks.add(tWorks.Sub(tTaint))
 		b.fReady.add(tDone.Sub(tWorks))
-		b.fFailback.add(tSettled.Sub(tStart))
+		if !restarted {
+			b.fFailback.add(tSettled.Sub(tStart))
+		}
 	}
 	return nil
 }
@@ -800,9 +911,22 @@ func (b *bench) failoverRun(ctx context.Context, name string, i int, counted boo
 // settled waits (polling the apiservers) until the failover MyApp runs 2
 // replicas ready in every member, the hub says so, and every member is
 // Ready without the unreachable taint.
-func (b *bench) settled(ctx context.Context, name string, timeout time.Duration) error {
+//
+// A member whose control-plane process died (kwok v0.8.0 can crash at
+// start with a concurrent map access, and the testbed does not restart
+// it) is restarted, and restarted says so: that run's failback time is not
+// counted.
+func (b *bench) settled(ctx context.Context, name string, timeout time.Duration) (restarted bool, err error) {
 	total := int32(2 * len(b.members))
-	return poll(ctx, timeout, "the failover MyApp to settle on every member", func() (string, error) {
+	err = poll(ctx, timeout, "the failover MyApp to settle on every member", func() (string, error) {
+		r, err := b.restartDead(ctx)
+		if err != nil {
+			return "", err
+		}
+		if r {
+			restarted = true
+			return "a member was restarted", nil
+		}
 		var mcs flotillav1.MemberClusterList
 		if err := b.f.Hub.List(ctx, &mcs); err != nil {
 			return "", err
@@ -834,6 +958,7 @@ func (b *bench) settled(ctx context.Context, name string, timeout time.Duration)
 		}
 		return "", nil
 	})
+	return restarted, err
 }
 
 // poll calls check every 100 ms until it says done (an empty string),
@@ -904,6 +1029,9 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 	if len(b.orphans) > 0 {
 		fmt.Fprintf(&s, "- warning: %d member Deployments stayed after their MyApp and Works were gone (an agent applied them again after deleting them) and were deleted by the benchmark: %s\n",
 			len(b.orphans), strings.Join(b.orphans, ", "))
+	}
+	if len(b.incidents) > 0 {
+		fmt.Fprintf(&s, "- testbed incidents (the member was restarted and that run's failback time not counted): %s\n", strings.Join(b.incidents, "; "))
 	}
 	if runErr != nil {
 		fmt.Fprintf(&s, "- the benchmark stopped early: %v\n", runErr)

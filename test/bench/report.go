@@ -69,6 +69,17 @@ type loadTracker struct {
 	mu      sync.Mutex
 	phases  []string
 	samples map[string][]float64
+	started map[string]string // phase -> load average when it started
+}
+
+// startPhase records the load average as phase starts.
+func (l *loadTracker) startPhase(phase string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started == nil {
+		l.started = map[string]string{}
+	}
+	l.started[phase] = loadavg()
 }
 
 // loadavg returns /proc/loadavg's three averages.
@@ -117,7 +128,7 @@ func (l *loadTracker) summary() string {
 	for _, p := range l.phases {
 		s := slices.Clone(l.samples[p])
 		slices.Sort(s)
-		parts = append(parts, fmt.Sprintf("%s runs min %.2f, median %.2f, max %.2f", p, s[0], s[len(s)/2], s[len(s)-1]))
+		parts = append(parts, fmt.Sprintf("%s runs (started at %s) min %.2f, median %.2f, max %.2f", p, l.started[p], s[0], s[len(s)/2], s[len(s)-1]))
 	}
 	return "1-min load average after each run: " + strings.Join(parts, "; ")
 }
