@@ -1,0 +1,66 @@
+// Package envtestenv gives a test package one envtest apiserver (with etcd)
+// from the repository's bin/, started on the first test that needs it, so a
+// package's pure table tests run without it, and stopped when the package's
+// tests end.
+package envtestenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// Shared is one package's apiserver. The zero value is ready to use.
+type Shared struct {
+	once sync.Once
+	env  *envtest.Environment
+	cfg  *rest.Config
+	err  error
+}
+
+// Config returns the apiserver's admin config, starting it on first use
+// from KUBEBUILDER_ASSETS (default: the repository's bin/, which
+// `make testbed-bin` fills).
+func (s *Shared) Config(t testing.TB) *rest.Config {
+	t.Helper()
+	s.once.Do(func() {
+		if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+			os.Setenv("KUBEBUILDER_ASSETS", testbed.DefaultBinDir())
+		}
+		dir := os.Getenv("KUBEBUILDER_ASSETS")
+		for _, bin := range []string{"kube-apiserver", "etcd"} {
+			if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+				s.err = fmt.Errorf("%s is missing from KUBEBUILDER_ASSETS=%s; run `make testbed-bin` in the repository root", bin, dir)
+				return
+			}
+		}
+		s.env = &envtest.Environment{}
+		s.cfg, s.err = s.env.Start()
+	})
+	if s.err != nil {
+		t.Fatalf("starting envtest: %v", s.err)
+	}
+	return s.cfg
+}
+
+// Main runs the package's tests and stops the apiserver, if it started,
+// by its process; a failure to stop fails the run. Call it from TestMain.
+func Main(m *testing.M, s *Shared) {
+	code := m.Run()
+	if s.env != nil {
+		if err := s.env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
