@@ -97,6 +97,7 @@ bench: testbed-bin ## Benchmarks: scheduler and sync fan-out (go test -bench), t
 	$(GO) test -run '^$$' -bench BenchmarkSchedule -benchtime 300ms -benchmem ./pkg/placement/
 	$(GO) test -run '^$$' -bench BenchmarkFanout -benchtime 5x -benchmem ./pkg/sync/
 	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -out _output/bench.md
+	$(GO) run ./test/bench/rollout -runs 5 -min-success 2s
 
 ##@ Testbed
 

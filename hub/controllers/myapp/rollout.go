@@ -366,7 +366,14 @@ func (res *rolloutResult) advance(st *flotillav1.RolloutStatus, pol rolloutPolic
 			c.Phase, c.Message = flotillav1.ClusterRolloutFailed, failMsg
 		case ok:
 			if c.AvailableTime == nil {
-				c.AvailableTime = &nowT
+				// Rounded up to the second the API stores: minSuccessTime is
+				// then never counted from before the cluster was available
+				// (at most a second late, never early).
+				up := metav1.NewTime(now.Truncate(time.Second))
+				if up.Time.Before(now) {
+					up = metav1.NewTime(up.Add(time.Second))
+				}
+				c.AvailableTime = &up
 			}
 			if end := c.AvailableTime.Add(pol.minSuccessTime); !now.Before(end) {
 				c.Phase, c.Message = flotillav1.ClusterRolloutSucceeded, ""
