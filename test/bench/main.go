@@ -214,7 +214,9 @@ func run(ctx context.Context, o options) (err error) {
 	report := b.report(mach, loadStart, loadavg(), runErr)
 	fmt.Print(report)
 	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			runErr = errors.Join(runErr, err)
+		} else if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
 			runErr = errors.Join(runErr, err)
 		}
 	}
