@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -484,8 +485,17 @@ func (c *Cluster) startControllers() error {
 	); err != nil {
 		return err
 	}
-	_, err := c.run("kwok",
-		"--kubeconfig", kc,
+	return c.startKwok()
+}
+
+// startKwok starts kwok and watches it: kwok v0.8.0 occasionally dies at
+// start ("concurrent map read and map write" in its CEL setup, about once
+// in 60 starts), and a member without kwok runs no pods. A kwok that exits
+// while its cluster runs is started again (at most 5 times), as a kubelet
+// would restart a crashed static pod.
+func (c *Cluster) startKwok() error {
+	args := []string{
+		"--kubeconfig", c.Kubeconfig,
 		"--config", filepath.Join(c.Dir, "kwok-stages.yaml"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
@@ -493,8 +503,34 @@ func (c *Cluster) startControllers() error {
 		// Fake addresses stay on loopback, so nothing ever routes elsewhere.
 		"--node-ip", "127.0.0.1",
 		"--cidr", "127.64.0.0/16",
-	)
-	return err
+	}
+	p, err := c.run("kwok", args...)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for restarts := 0; restarts < 5; restarts++ {
+			<-p.Done()
+			time.Sleep(500 * time.Millisecond)
+			c.mu.Lock()
+			i := slices.Index(c.procs, p)
+			if i < 0 {
+				// Stopped on purpose: the cluster no longer lists it.
+				c.mu.Unlock()
+				return
+			}
+			next, err := StartProcess("kwok", c.bin("kwok"), args, nil, c.logPath("kwok"))
+			if err != nil {
+				c.mu.Unlock()
+				return
+			}
+			c.procs[i] = next
+			c.mu.Unlock()
+			c.logf("kwok exited (%v) and was started again", p.err)
+			p = next
+		}
+	}()
+	return nil
 }
 
 // Stop stops the cluster's processes: everything but etcd first, then etcd,
