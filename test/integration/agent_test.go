@@ -124,26 +124,7 @@ func startAgent(t *testing.T, opts agentsetup.Options) (stop func()) {
 		t.Fatalf("building the agent: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Manager.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("agent: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("agent did not stop within 30s")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return runUntilStopped(t, "agent", cancel, func() error { return a.Manager.Start(ctx) })
 }
 
 // startSyncHub runs an in-process hub with its sync server; it returns the

@@ -104,20 +104,32 @@ func startHubManager(t *testing.T, cfg *rest.Config, mutate func(*setup.Options)
 		cancel()
 		t.Fatalf("building the hub: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- hub.Manager.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("hub manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("hub manager did not stop within 30s")
-		}
-	})
+	runUntilStopped(t, "hub manager", cancel, func() error { return hub.Manager.Start(ctx) })
 	return hub
+}
+
+// runUntilStopped runs start (a manager's Start) in the background and
+// returns a stop function, also registered with t.Cleanup, that cancels it
+// once and waits a bounded time for it to return.
+func runUntilStopped(t *testing.T, what string, cancel context.CancelFunc, start func() error) (stop func()) {
+	done := make(chan error, 1)
+	go func() { done <- start() }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("%s: %v", what, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("%s did not stop within 30s", what)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func newHubEnv(t *testing.T, mutate func(*setup.Options)) *hubEnv {

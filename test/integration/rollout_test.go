@@ -447,26 +447,7 @@ func startStoppableHub(t *testing.T, env *hubEnv) func() {
 		t.Fatalf("building the hub: %v", err)
 	}
 	env.hub = hub
-	done := make(chan error, 1)
-	go func() { done <- hub.Manager.Start(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("hub manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("hub manager did not stop within 30s")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return runUntilStopped(t, "hub manager", cancel, func() error { return hub.Manager.Start(ctx) })
 }
 
 // TestProgressiveRolloutSurvivesHubRestart stops the hub mid-rollout and
