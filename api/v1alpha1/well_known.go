@@ -41,6 +41,18 @@ const (
 	// MaxClusterNameLength keeps flotilla-cluster-<name> a valid namespace
 	// name (63 characters at most).
 	MaxClusterNameLength = 63 - len(ClusterNamespacePrefix)
+
+	// LabelFleet holds the fleet identity of the hub that an applied object
+	// (or an applier's record of it) came from. Together with LabelCluster,
+	// which on an applied object names the member it was applied to, it is
+	// what an applier checks before deleting anything: an object of another
+	// fleet or another cluster name is never deleted.
+	LabelFleet = "flotilla.dev/fleet"
+	// LabelAppliedSet marks the ConfigMaps in which an applier records, per
+	// Work, the objects it applied (its applied set); the value is the
+	// applier's field owner, so the agent and a hub push applier keep
+	// separate records.
+	LabelAppliedSet = "flotilla.dev/applied-set"
 )
 
 // ClusterNamespace is the hub namespace that holds the Works of cluster name.
