@@ -13,9 +13,11 @@ const pruneKey = "/snapshot-complete"
 
 // retry is one failed applier call, to be made again.
 type retry struct {
-	work    *v1alpha1.Work // Apply this, unless delete or keep is set.
-	delete  bool           // Delete the Work.
-	keep    []string       // SnapshotComplete with this list (pruneKey).
+	work   *v1alpha1.Work // Apply this, unless delete or prune is set.
+	delete bool           // Delete the Work.
+	// prune calls SnapshotComplete again (pruneKey), with what the hub
+	// wants at the time of the retry.
+	prune   bool
 	attempt int
 	at      time.Time
 }

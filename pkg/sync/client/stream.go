@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -77,7 +78,8 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 		}
 	})
 
-	r := newRetries(c.cfg.InitialBackoff, c.cfg.MaxApplyBackoff)
+	st := &streamState{r: newRetries(c.cfg.InitialBackoff, c.cfg.MaxApplyBackoff)}
+	r := st.r
 	for {
 		var retryC <-chan time.Time
 		if t := r.timer(); t != nil {
@@ -85,9 +87,9 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 		}
 		select {
 		case m := <-msgs:
-			c.handle(ctx, r, m)
+			c.handle(ctx, st, m)
 		case <-retryC:
-			c.retryDue(ctx, r)
+			c.retryDue(ctx, st)
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
 				err = status.Error(codes.Unavailable, "hub closed the stream")
@@ -182,17 +184,47 @@ func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient,
 	}
 }
 
+// want is what the hub wants the member to hold, as far as this stream
+// has said: nil until the snapshot completes (before that a Work missing
+// may just not have been sent yet), then the snapshot's keep list changed
+// by every WorkUpsert and WorkDelete received after it.
+type want map[string]bool
+
+// names lists the Works wanted now, sorted.
+func (w want) names() []string {
+	out := make([]string, 0, len(w))
+	for n := range w {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// streamState is what one stream's message loop keeps.
+type streamState struct {
+	r    *retries
+	want want
+}
+
 // handle hands one hub message to the applier.
-func (c *Client) handle(ctx context.Context, r *retries, m hubMessage) {
+func (c *Client) handle(ctx context.Context, st *streamState, m hubMessage) {
 	switch m.kind {
 	case kindUpsert:
-		r.forget(m.upsert.Name)
-		c.apply(ctx, r, m.upsert)
+		st.r.forget(m.upsert.Name)
+		if st.want != nil {
+			st.want[m.upsert.Name] = true
+		}
+		c.apply(ctx, st.r, m.upsert)
 	case kindDelete:
-		r.forget(m.delete)
-		c.remove(ctx, r, m.delete)
+		st.r.forget(m.delete)
+		delete(st.want, m.delete)
+		c.remove(ctx, st.r, m.delete)
 	case kindSnapshotComplete:
-		c.complete(ctx, r, m.keep)
+		st.want = make(want, len(m.keep))
+		for _, n := range m.keep {
+			st.want[n] = true
+		}
+		c.complete(ctx, st, m.keep)
 	}
 }
 
@@ -215,16 +247,32 @@ func (c *Client) remove(ctx context.Context, r *retries, name string) {
 	}
 }
 
-func (c *Client) complete(ctx context.Context, r *retries, keep []string) {
+func (c *Client) complete(ctx context.Context, st *streamState, keep []string) {
 	// A failed apply of a Work the hub no longer wants must not be
 	// retried; the prune below removes it.
-	r.keepOnly(keep)
-	r.forget(pruneKey)
+	st.r.keepOnly(keep)
+	st.r.forget(pruneKey)
 	c.status.keepOnly(keep)
+	c.prune(ctx, st, keep)
+}
+
+// prune calls SnapshotComplete with keep and, when it fails, schedules a
+// retry.
+//
+// The retry does not replay keep: it asks again with what the hub wants at
+// the time of the retry (st.want), because Works may have been upserted
+// (and applied) since the attempt that failed, and pruning with the old
+// list would delete them while the hub shows them running. Ending the
+// stream on a failed prune would be correct too, but one object the member
+// refuses to delete would then cost a reconnect and a fresh snapshot on
+// every attempt, with status re-sent each time; recomputing keeps the
+// stream and stays exact, since st.want follows every message the hub
+// sent on it.
+func (c *Client) prune(ctx context.Context, st *streamState, keep []string) {
 	if err := c.cfg.Applier.SnapshotComplete(ctx, keep); err != nil {
 		if ctx.Err() == nil {
 			c.log.Error(err, "pruning after the snapshot; will retry", "keep", len(keep))
-			r.add(pruneKey, retry{keep: keep})
+			st.r.add(pruneKey, retry{prune: true})
 		}
 		return
 	}
@@ -233,7 +281,8 @@ func (c *Client) complete(ctx context.Context, r *retries, keep []string) {
 }
 
 // retryDue retries every failed call whose time has come.
-func (c *Client) retryDue(ctx context.Context, r *retries) {
+func (c *Client) retryDue(ctx context.Context, st *streamState) {
+	r := st.r
 	for _, name := range r.due(time.Now()) {
 		rt, ok := r.take(name)
 		if !ok {
@@ -241,7 +290,11 @@ func (c *Client) retryDue(ctx context.Context, r *retries) {
 		}
 		switch {
 		case name == pruneKey:
-			if err := c.cfg.Applier.SnapshotComplete(ctx, rt.keep); err != nil {
+			// What the hub wants now, not what it wanted when the prune
+			// first failed: see prune.
+			keep := st.want.names()
+			c.status.keepOnly(keep)
+			if err := c.cfg.Applier.SnapshotComplete(ctx, keep); err != nil {
 				if ctx.Err() == nil {
 					r.again(name, rt)
 				}

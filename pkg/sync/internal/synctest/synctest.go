@@ -391,7 +391,11 @@ type Applier struct {
 	stalled   int           // calls waiting at the gate now
 	log       []string      // "apply name@gen", "delete name", "snapshot n"
 	failNext  int           // fail this many more Apply calls
-	report    func(name string, st *v1alpha1.WorkStatus)
+	// failPrune makes SnapshotComplete fail while set; pruneFailures
+	// counts the calls that failed.
+	failPrune     bool
+	pruneFailures int
+	report        func(name string, st *v1alpha1.WorkStatus)
 }
 
 var _ client.Applier = (*Applier)(nil)
@@ -413,6 +417,21 @@ func (a *Applier) FailApplies(n int) {
 	a.mu.Lock()
 	a.failNext = n
 	a.mu.Unlock()
+}
+
+// FailPrunes makes every SnapshotComplete call fail while fail is set, as
+// an object the member refuses to delete would.
+func (a *Applier) FailPrunes(fail bool) {
+	a.mu.Lock()
+	a.failPrune = fail
+	a.mu.Unlock()
+}
+
+// PruneFailures counts the SnapshotComplete calls that failed.
+func (a *Applier) PruneFailures() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pruneFailures
 }
 
 // Stall makes every call block until Release (or its context ends).
@@ -522,6 +541,10 @@ func (a *Applier) SnapshotComplete(ctx context.Context, keep []string) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.failPrune {
+		a.pruneFailures++
+		return fmt.Errorf("injected failure pruning to %d Works", len(keep))
+	}
 	want := make(map[string]bool, len(keep))
 	for _, n := range keep {
 		want[n] = true
