@@ -18,7 +18,6 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/render"
-	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // Paths the webhooks are served on (controller-runtime's convention).
@@ -48,10 +47,11 @@ func (w *MyAppWebhook) SetupWithManager(mgr manager.Manager) error {
 }
 
 // Default fills in the policy in force where the user left it out, with the
-// same values the CRD defaults and the scheduler assume.
+// defaults of api/v1alpha1/defaults.go that the CRD, the scheduler and the
+// controllers also use.
 func (w *MyAppWebhook) Default(_ context.Context, app *flotillav1.MyApp) error {
 	if app.Spec.Replicas == nil {
-		app.Spec.Replicas = ptr.To[int32](1)
+		app.Spec.Replicas = ptr.To(flotillav1.DefaultReplicas)
 	}
 	p := &app.Spec.Placement
 	if p.ReplicaScheduling == nil {
@@ -59,10 +59,10 @@ func (w *MyAppWebhook) Default(_ context.Context, app *flotillav1.MyApp) error {
 	}
 	rs := p.ReplicaScheduling
 	if rs.ReplicaSchedulingType == "" {
-		rs.ReplicaSchedulingType = flotillav1.ReplicaSchedulingDuplicated
+		rs.ReplicaSchedulingType = flotillav1.DefaultReplicaSchedulingType
 	}
 	if rs.ReplicaSchedulingType == flotillav1.ReplicaSchedulingDivided && rs.ReplicaDivisionPreference == "" {
-		rs.ReplicaDivisionPreference = flotillav1.ReplicaDivisionWeighted
+		rs.ReplicaDivisionPreference = flotillav1.DefaultReplicaDivisionPreference
 	}
 	if app.Spec.Failover == nil {
 		app.Spec.Failover = &flotillav1.FailoverPolicy{}
@@ -73,28 +73,28 @@ func (w *MyAppWebhook) Default(_ context.Context, app *flotillav1.MyApp) error {
 	}
 	cu := f.ClusterUnreachable
 	if cu.TolerationSeconds == nil {
-		cu.TolerationSeconds = ptr.To[int32](placement.DefaultUnreachableTolerationSeconds)
+		cu.TolerationSeconds = ptr.To(flotillav1.DefaultUnreachableTolerationSeconds)
 	}
 	if cu.PurgeMode == "" {
-		cu.PurgeMode = flotillav1.PurgeGraciously
+		cu.PurgeMode = flotillav1.DefaultPurgeMode
 	}
 	if cu.GracePeriodSeconds == nil {
-		cu.GracePeriodSeconds = ptr.To[int32](600)
+		cu.GracePeriodSeconds = ptr.To(flotillav1.DefaultGracePeriodSeconds)
 	}
 	if f.Failback == nil {
 		f.Failback = &flotillav1.FailbackPolicy{}
 	}
 	if f.Failback.Enabled == nil {
-		f.Failback.Enabled = ptr.To(true)
+		f.Failback.Enabled = ptr.To(flotillav1.DefaultFailbackEnabled)
 	}
 	if f.Failback.StabilizationWindowSeconds == nil {
-		f.Failback.StabilizationWindowSeconds = ptr.To[int32](placement.DefaultFailbackWindowSeconds)
+		f.Failback.StabilizationWindowSeconds = ptr.To(flotillav1.DefaultFailbackWindowSeconds)
 	}
 	if app.Spec.Rollout == nil {
 		app.Spec.Rollout = &flotillav1.RolloutPolicy{}
 	}
 	if app.Spec.Rollout.Strategy == "" {
-		app.Spec.Rollout.Strategy = flotillav1.RolloutAll
+		app.Spec.Rollout.Strategy = flotillav1.DefaultRolloutStrategy
 	}
 	return nil
 }

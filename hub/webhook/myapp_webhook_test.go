@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -358,11 +357,11 @@ func TestDefault(t *testing.T) {
 		a.Spec.Placement.ReplicaScheduling = &flotillav1.ReplicaSchedulingStrategy{ReplicaSchedulingType: flotillav1.ReplicaSchedulingDuplicated}
 		a.Spec.Failover = &flotillav1.FailoverPolicy{
 			ClusterUnreachable: &flotillav1.ClusterFailover{
-				TolerationSeconds:  ptr.To[int32](placement.DefaultUnreachableTolerationSeconds),
+				TolerationSeconds:  ptr.To(flotillav1.DefaultUnreachableTolerationSeconds),
 				PurgeMode:          flotillav1.PurgeGraciously,
 				GracePeriodSeconds: ptr.To[int32](600),
 			},
-			Failback: &flotillav1.FailbackPolicy{Enabled: ptr.To(true), StabilizationWindowSeconds: ptr.To[int32](placement.DefaultFailbackWindowSeconds)},
+			Failback: &flotillav1.FailbackPolicy{Enabled: ptr.To(true), StabilizationWindowSeconds: ptr.To(flotillav1.DefaultFailbackWindowSeconds)},
 		}
 		a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutAll}
 	}

@@ -103,7 +103,7 @@ func tolerations(in *Input) []corev1.Toleration {
 			return in.Placement.ClusterTolerations
 		}
 	}
-	seconds := int64(DefaultUnreachableTolerationSeconds)
+	seconds := int64(v1alpha1.DefaultUnreachableTolerationSeconds)
 	if f := in.Failover; f != nil && f.ClusterUnreachable != nil && f.ClusterUnreachable.TolerationSeconds != nil {
 		seconds = int64(*f.ClusterUnreachable.TolerationSeconds)
 	}
@@ -262,7 +262,7 @@ func (s *scheduler) requeueAt(t time.Time) {
 
 // failoverPolicy returns whether failback is enabled and its window.
 func failoverPolicy(f *v1alpha1.FailoverPolicy) (bool, time.Duration) {
-	enabled, seconds := true, int32(DefaultFailbackWindowSeconds)
+	enabled, seconds := v1alpha1.DefaultFailbackEnabled, v1alpha1.DefaultFailbackWindowSeconds
 	if f != nil && f.Failback != nil {
 		if f.Failback.Enabled != nil {
 			enabled = *f.Failback.Enabled

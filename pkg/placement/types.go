@@ -135,9 +135,3 @@ const (
 	// tolerated, or outlived its toleration.
 	EvictionReasonTaintNotTolerated = "TaintNotTolerated"
 )
-
-// Defaults for an unset FailoverPolicy, matching the CRD's defaults.
-const (
-	DefaultUnreachableTolerationSeconds = 10
-	DefaultFailbackWindowSeconds        = 30
-)
