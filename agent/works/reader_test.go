@@ -2,6 +2,7 @@ package works
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -16,13 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 )
 
 var deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
@@ -94,14 +95,6 @@ func deployment(ns, name string, replicas int32, objLabels map[string]string) *a
 	}
 }
 
-// eventually polls cond every 50ms for up to 10s.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, cond); err != nil {
-		t.Fatalf("%s did not happen within 10s: %v", what, err)
-	}
-}
-
 func unstructuredDeployment() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(deploymentGVK)
@@ -133,13 +126,18 @@ func TestTypedReader(t *testing.T) {
 	if err := c.Status().Update(t.Context(), live); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cache seeing web's status", func(ctx context.Context) (bool, error) {
+	testutil.Eventually(t, "the cache seeing web's status", 10*time.Second, func() error {
 		var d appsv1.Deployment
-		err := informers.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d)
-		return err == nil && d.Status.ReadyReplicas == 1, nil
+		if err := informers.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, &d); err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("web has %d ready replicas, want 1", d.Status.ReadyReplicas)
+		}
+		return nil
 	})
-	eventually(t, "the cache seeing api", func(ctx context.Context) (bool, error) {
-		return informers.Get(ctx, client.ObjectKey{Namespace: ns, Name: "api"}, &appsv1.Deployment{}) == nil, nil
+	testutil.Eventually(t, "the cache seeing api", 10*time.Second, func() error {
+		return informers.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "api"}, &appsv1.Deployment{})
 	})
 
 	t.Run("Get of an unstructured Deployment is served from the typed cache, status included", func(t *testing.T) {

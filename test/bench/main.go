@@ -53,6 +53,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 	"github.com/flotilla-dev/flotilla/test/fleet"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -963,26 +964,27 @@ func (b *bench) settled(ctx context.Context, name string, timeout time.Duration)
 	return restarted, err
 }
 
-// poll calls check every 100 ms until it says done (an empty string),
-// fails, or timeout passes; check's last answer says what was left.
+// poll calls check every 100 ms until it says done (an empty string and
+// no error) or timeout passes; check's last answer says what was left. An
+// error from check does not stop it: the next call may succeed.
 func poll(ctx context.Context, timeout time.Duration, what string, check func() (string, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	err := testutil.Poll(ctx, timeout, func() error {
 		left, err := check()
-		if left == "" && err == nil {
-			return nil
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return fmt.Errorf("timed out after %s waiting for %s: %w", timeout, what, err)
-			}
-			return fmt.Errorf("timed out after %s waiting for %s: %s", timeout, what, left)
+		if left != "" {
+			return errors.New(left)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return nil
+	}, testutil.Every(100*time.Millisecond))
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	default:
+		return fmt.Errorf("timed out after %s waiting for %s: %w", timeout, what, err)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 )
 
 // SpecInput is what every spec gets.
@@ -163,13 +164,12 @@ func teardown(ctx context.Context, in SpecInput) error {
 	return errors.Join(errs...)
 }
 
-// eventually polls check until it returns nil or timeout passes, then
-// fails the test saying what did not converge and the last error.
+// eventually polls check every pollInterval until it returns nil or
+// timeout passes, then fails the test saying what did not converge and the
+// last error.
 func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
 	t.Helper()
-	if err := poll(context.Background(), timeout, check); err != nil {
-		t.Fatalf("%s: did not converge within %s: %v", what, timeout, err)
-	}
+	testutil.Eventually(t, what, timeout, check, testutil.Every(pollInterval))
 }
 
 // consistently checks that check keeps returning nil for d.
@@ -184,24 +184,10 @@ func consistently(t *testing.T, what string, d time.Duration, check func() error
 	}
 }
 
-// poll runs check until it returns nil, or returns its last error once
-// timeout passed.
+// poll runs check every pollInterval until it returns nil, or returns its
+// last error once timeout passed (joined with ctx's when ctx ends first).
 func poll(ctx context.Context, timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(pollInterval):
-		}
-	}
+	return testutil.Poll(ctx, timeout, check, testutil.Every(pollInterval))
 }
 
 // retryWrite retries a write to the hub for writeTimeout. Refusals that

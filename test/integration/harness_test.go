@@ -20,48 +20,16 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/setup"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
-// eventually polls check until it returns nil or timeout passes, then fails
-// the test naming what did not converge and the last error.
-func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not converge within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// eventuallyStable polls check until it has returned nil continuously for
-// hold, or fails the test after timeout naming what did not settle.
-func eventuallyStable(t *testing.T, what string, timeout, hold time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var since time.Time
-	for {
-		err := check()
-		switch {
-		case err != nil:
-			since = time.Time{}
-		case since.IsZero():
-			since = time.Now()
-		case time.Since(since) >= hold:
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not settle (hold %s) within %s: %v", what, hold, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually and eventuallyStable are the module's shared pollers, which
+// check every 50ms; the short names keep the many call sites readable.
+var (
+	eventually       = testutil.Eventually
+	eventuallyStable = testutil.EventuallyStable
+)
 
 // consistently checks that check keeps returning nil for d.
 func consistently(t *testing.T, what string, d time.Duration, check func() error) {

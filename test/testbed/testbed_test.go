@@ -14,25 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
-
-// eventually polls check every interval until it returns nil or timeout
-// passes, then fails naming what did not converge and the last error.
-func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not converge within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 func requireBinaries(t *testing.T) string {
 	t.Helper()
@@ -114,7 +98,7 @@ func TestMemberRunsDeploymentAndSurvivesRestart(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, "Deployment web in "+member.Spec.Name+" reaching 3 ready replicas", 60*time.Second, readyReplicas)
+	testutil.Eventually(t, "Deployment web in "+member.Spec.Name+" reaching 3 ready replicas", 60*time.Second, readyReplicas)
 
 	if err := member.Stop(); err != nil {
 		t.Fatalf("stopping %s: %v", member.Spec.Name, err)
@@ -135,7 +119,7 @@ func TestMemberRunsDeploymentAndSurvivesRestart(t *testing.T) {
 	if got.UID != created.UID {
 		t.Fatalf("the Deployment was recreated across the restart: uid %s, was %s", got.UID, created.UID)
 	}
-	eventually(t, "Deployment web ready again after the restart", 60*time.Second, readyReplicas)
+	testutil.Eventually(t, "Deployment web ready again after the restart", 60*time.Second, readyReplicas)
 }
 
 // TestFailImageNeverBecomesReady: the testbed's kwok stages leave pods
@@ -194,7 +178,7 @@ func TestFailImageNeverBecomesReady(t *testing.T) {
 		}
 		return false, nil
 	}
-	eventually(t, "the nginx:1.27 pod Ready", 60*time.Second, func() error {
+	testutil.Eventually(t, "the nginx:1.27 pod Ready", 60*time.Second, func() error {
 		ok, err := podReady("good")
 		if err == nil && !ok {
 			err = fmt.Errorf("not Ready")
@@ -203,7 +187,7 @@ func TestFailImageNeverBecomesReady(t *testing.T) {
 	})
 	// The good pod is Ready, so kwok has been through its stages; the bad
 	// pod, scheduled as well, must stay not Ready.
-	eventually(t, "the nginx:flotilla-fail pod scheduled", 30*time.Second, func() error {
+	testutil.Eventually(t, "the nginx:flotilla-fail pod scheduled", 30*time.Second, func() error {
 		_, err := podReady("bad")
 		return err
 	})

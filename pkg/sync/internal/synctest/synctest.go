@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/sync/client"
 	"github.com/flotilla-dev/flotilla/pkg/sync/server"
@@ -31,22 +33,15 @@ import (
 
 // Eventually polls cond every 10ms until it returns true or timeout
 // passes, then fails the test naming what did not converge and cond's last
-// explanation.
+// explanation. It adapts cond to the module's shared poller.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, why := cond()
-		if ok {
-			return
+	testutil.Eventually(t, what, timeout, func() error {
+		if ok, why := cond(); !ok {
+			return errors.New(why)
 		}
-		last = why
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %s: %s", what, timeout, last)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testutil.Every(10*time.Millisecond))
 }
 
 // CheckGoroutines fails the test if, after all its cleanups, more
