@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/flotilla-dev/flotilla/agent/setup"
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
 
 func main() {
@@ -35,7 +36,7 @@ func run() error {
 	fs.StringVar(&opts.CAFile, "ca-file", "/etc/flotilla/certs/ca.crt", "the CA the hub's certificate chains to")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect a leader so that only one replica holds the stream and applies")
 	fs.StringVar(&opts.LeaderElectionID, "leader-election-id", "flotilla-agent.flotilla.dev", "name of the leader election Lease")
-	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "flotilla-system", "namespace of the leader election Lease")
+	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", flotillav1.SystemNamespace, "namespace of the leader election Lease")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint (0 disables it)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often to heartbeat to the hub")

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/controllers/membercluster"
 	"github.com/flotilla-dev/flotilla/hub/setup"
 )
@@ -31,7 +32,7 @@ func run() error {
 	fs := flag.CommandLine
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect a leader so that only one replica reconciles and serves agents")
 	fs.StringVar(&opts.LeaderElectionID, "leader-election-id", "flotilla-hub.flotilla.dev", "name of the leader election Lease")
-	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "flotilla-system", "namespace of the leader election Lease")
+	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", flotillav1.SystemNamespace, "namespace of the leader election Lease")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint (0 disables it)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&opts.SyncAddr, "sync-bind-address", ":9443", "address the gRPC sync server listens on for agents")

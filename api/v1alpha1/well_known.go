@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 )
 
-// Labels, annotations, taints, finalizers and namespaces that Flotilla's
-// components agree on. They are part of the API: agents, the hub and users'
-// tooling select on them.
+// Labels, annotations, taints, finalizers, namespaces and field owners that
+// Flotilla's components agree on. They are part of the API: agents, the hub
+// and users' tooling select on them.
 const (
 	// LabelWork is set on every object an agent applies; its value is the
 	// Work's name. Agents prune and delete only objects carrying it.
@@ -22,14 +22,15 @@ const (
 	LabelMyAppNamespace = "flotilla.dev/myapp-namespace"
 	// LabelCluster names the member cluster a Work is for.
 	LabelCluster = "flotilla.dev/cluster"
+	// LabelRevision is set on a Progressive MyApp's Works (on the hub) to
+	// the rollout revision they render, so the rollout knows whether a
+	// Work's reported status is about the revision it waits for.
+	LabelRevision = "flotilla.dev/revision"
 
 	// TaintClusterUnreachable is put on a MemberCluster, with effect
 	// NoExecute and the time it was added, when its heartbeats stop for
 	// longer than the hub's grace period. It is removed when they resume.
 	TaintClusterUnreachable = "flotilla.dev/unreachable"
-	// TaintClusterNotReady is put on a MemberCluster, with effect NoSchedule,
-	// while its agent reports the cluster cannot run workloads.
-	TaintClusterNotReady = "flotilla.dev/not-ready"
 
 	// MyAppFinalizer holds a MyApp until its Works are gone from the hub.
 	MyAppFinalizer = "flotilla.dev/cleanup"
@@ -41,6 +42,22 @@ const (
 	// MaxClusterNameLength keeps flotilla-cluster-<name> a valid namespace
 	// name (63 characters at most).
 	MaxClusterNameLength = 63 - len(ClusterNamespacePrefix)
+
+	// SystemNamespace is the namespace the hub and the agents run in
+	// unless told otherwise (deploy/ installs them there); it holds their
+	// leader election Leases.
+	SystemNamespace = "flotilla-system"
+
+	// FieldOwnerHub is the server-side apply field manager of the Works the
+	// hub writes for MyApps.
+	FieldOwnerHub = "flotilla-hub"
+	// FieldOwnerHubStatus is the field manager of the Work status the hub
+	// writes from its agents' reports. It differs from FieldOwnerHub so
+	// that spec and status writes never take each other's fields.
+	FieldOwnerHubStatus = "flotilla-hub-status"
+	// FieldOwnerAgent is the field manager an agent applies a Work's
+	// objects with in its member (pkg/apply's default field owner).
+	FieldOwnerAgent = "flotilla-agent"
 
 	// LabelFleet holds the fleet identity of the hub that an applied object
 	// (or an applier's record of it) came from. Together with LabelCluster,

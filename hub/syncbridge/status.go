@@ -22,9 +22,6 @@ import (
 
 // +kubebuilder:rbac:groups=flotilla.dev,resources=works/status,verbs=get;update;patch
 
-// FieldOwner is the field manager of the Work status the hub writes.
-const FieldOwner = "flotilla-hub-status"
-
 // StatusWriter writes agents' status reports into Work status. Reports are
 // coalesced per Work (the latest wins while a write is pending) and written
 // by Workers goroutines in parallel, so a burst of reports from many agents
@@ -164,7 +161,7 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 		delete(md, "creationTimestamp")
 	}
 	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
-	if err := w.Client.SubResource("status").Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	if err := w.Client.SubResource("status").Apply(ctx, ac, client.FieldOwner(flotillav1.FieldOwnerHubStatus), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && work.UID != "" {
 			// Gone, or replaced by a Work of the same name: its agent
 			// reports on the new one.

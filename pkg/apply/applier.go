@@ -18,8 +18,8 @@ import (
 )
 
 // DefaultFieldOwner is the server-side apply field manager used when
-// Options.FieldOwner is empty.
-const DefaultFieldOwner = "flotilla-agent"
+// Options.FieldOwner is empty: the agent's.
+const DefaultFieldOwner = v1alpha1.FieldOwnerAgent
 
 // DeploymentKind is the kind a Work carries today, and the default of
 // Options.Kinds.
