@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/flotilla-dev/flotilla/test/fleet"
 	"github.com/flotilla-dev/flotilla/test/testbed/supervisor"
 )
 
@@ -37,9 +38,9 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.BinDir, "bin", "", "folder with the control-plane binaries (default: bin/ of the repository)")
 	fs.IntVar(&opts.Members, "members", 3, "number of member clusters")
 	fs.StringVar(&opts.CRDDir, "crds", "deploy/hub/crds", "CRDs to install into the hub (empty: none)")
-	fs.BoolVar(&opts.Flotilla, "flotilla", false, "also run the hub and an agent per member (bin/hub, bin/agent) with generated certificates")
+	flotilla := fs.Bool("flotilla", false, "also run the hub and an agent per member (bin/hub, bin/agent) with generated certificates")
 	apply := fs.String("apply", "", "comma-separated MyApp manifests to apply to the hub once Flotilla runs (with --flotilla)")
-	fs.BoolVar(&opts.Watch, "watch", false, "show a live table of members and MyApps until Ctrl-C (with --flotilla)")
+	watch := fs.Bool("watch", false, "show a live table of members and MyApps until Ctrl-C (with --flotilla)")
 	// Allow the member name before the flags: stop-member member-2 --dir d.
 	var positional []string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -49,8 +50,16 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	positional = append(positional, fs.Args()...)
-	if *apply != "" {
-		opts.Apply = strings.Split(*apply, ",")
+	if *flotilla {
+		// The whole of Flotilla on the clusters; `up` passes the same
+		// choice on to the background `run`.
+		demo := fleet.Demo{Watch: *watch}
+		opts.RunArgs = []string{"--flotilla"}
+		if *apply != "" {
+			demo.Apply = strings.Split(*apply, ",")
+			opts.RunArgs = append(opts.RunArgs, "--apply", *apply)
+		}
+		opts.Start = demo.Start
 	}
 	switch cmd {
 	case "run":

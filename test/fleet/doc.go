@@ -8,4 +8,10 @@
 // Always: one that exits is started again after a second, which is what
 // makes "kill the agent leader" and "the member's apiserver went away"
 // behave here as they would in a cluster.
+//
+// Demo plugs a fleet into the testbed's supervisor (test/testbed/supervisor)
+// for `testbed run --flotilla`: it applies example MyApps and draws the live
+// table of members and MyApps. The dependencies go one way: fleet builds on
+// test/testbed, and cmd/testbed, e2e and bench build on fleet; nothing under
+// test/testbed imports this package.
 package fleet

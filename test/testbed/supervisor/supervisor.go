@@ -2,6 +2,12 @@
 // scripts: in the foreground until Ctrl-C (Run), or in the background (Up)
 // with a state file and a loopback control endpoint that Down, Status and
 // Member use. The testbed package itself is what tests use directly.
+//
+// The supervisor knows only the clusters. What runs on them comes in
+// through Options.Start: cmd/testbed's --flotilla passes test/fleet's Demo,
+// which starts the whole of Flotilla, so that the dependencies go one way
+// (testbed <- fleet <- cmd/testbed) and nothing under test/testbed imports
+// test/fleet.
 package supervisor
 
 import (
@@ -22,7 +28,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/flotilla-dev/flotilla/test/fleet"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -36,13 +41,31 @@ type Options struct {
 	Members int
 	// CRDDir holds CRDs to install into the hub; empty installs none.
 	CRDDir string
-	// Flotilla also runs the hub and one agent per member (from BinDir)
-	// with generated certificates: the whole system, not just clusters.
-	Flotilla bool
-	// Apply lists MyApp manifests to apply to the hub once it runs.
-	Apply []string
-	// Watch shows a live table of members and MyApps until Ctrl-C.
-	Watch bool
+	// Start, when set, starts what Run keeps running in place of the bare
+	// clusters, for example the whole of Flotilla (test/fleet's Demo). Run
+	// calls it with Dir made absolute; the clusters it starts are the ones
+	// the control endpoint stops and starts.
+	Start StartFunc
+	// RunArgs are the flags Up passes on to the background `testbed run`
+	// beyond the ones above: those that choose Start (--flotilla, --apply).
+	RunArgs []string
+}
+
+// StartFunc starts what a supervisor keeps running, writing progress to out.
+// On error it leaves nothing running.
+type StartFunc func(ctx context.Context, opts Options, out io.Writer) (*System, error)
+
+// System is what a supervisor keeps running: a testbed and whatever runs
+// on it.
+type System struct {
+	// Testbed holds the clusters.
+	Testbed *testbed.Testbed
+	// Serve, when set, runs once the state file is written and the control
+	// endpoint serves; Run returns when it does. Without it Run waits until
+	// its context ends.
+	Serve func(ctx context.Context) error
+	// Stop stops everything that was started, saying so on the output.
+	Stop func() error
 }
 
 // State is what a running supervisor writes to <dir>/testbed.json.
@@ -67,9 +90,9 @@ type ClusterState struct {
 
 func statePath(dir string) string { return filepath.Join(dir, "testbed.json") }
 
-// Run starts the testbed, installs the CRDs, writes the state file and
-// serves the control endpoint until ctx ends or SIGINT / SIGTERM arrives;
-// then it stops every process it started.
+// Run starts the testbed (or what opts.Start starts), writes the state file
+// and serves the control endpoint until ctx ends or SIGINT / SIGTERM
+// arrives; then it stops every process it started.
 func Run(ctx context.Context, opts Options, out io.Writer) (err error) {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -80,55 +103,20 @@ func Run(ctx context.Context, opts Options, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	begin := time.Now()
-	var tb *testbed.Testbed
-	var fl *fleet.Fleet
-	if opts.Flotilla {
-		fl, err = fleet.Start(ctx, fleet.Config{
-			Dir: dir, BinDir: opts.BinDir, CRDDir: opts.CRDDir,
-			Members: testbed.DefaultMembers(opts.Members), Webhook: true, Progress: out,
-		})
-		if err != nil {
-			return err
-		}
-		tb = fl.Testbed
-		defer func() {
-			fmt.Fprintln(out, "stopping Flotilla and the testbed ...")
-			err = errors.Join(err, fl.Stop())
-			_ = os.Remove(statePath(dir))
-			fmt.Fprintln(out, "everything stopped")
-		}()
-	} else {
-		fmt.Fprintf(out, "starting a hub and %d member clusters in %s ...\n", opts.Members, dir)
-		tb, err = testbed.Start(ctx, testbed.Config{
-			Dir:      dir,
-			BinDir:   opts.BinDir,
-			Hub:      &testbed.ClusterSpec{Name: "hub"},
-			Members:  testbed.DefaultMembers(opts.Members),
-			Progress: out,
-		})
-		if err != nil {
-			return err
-		}
-		defer func() {
-			fmt.Fprintln(out, "stopping the testbed ...")
-			err = errors.Join(err, tb.Stop())
-			_ = os.Remove(statePath(dir))
-			fmt.Fprintln(out, "testbed stopped")
-		}()
-		fmt.Fprintf(out, "all %d clusters ready in %s\n", len(tb.Clusters()), time.Since(begin).Round(time.Millisecond))
-		if opts.CRDDir != "" {
-			cfg, err := tb.Hub.RESTConfig()
-			if err != nil {
-				return err
-			}
-			crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{opts.CRDDir}, ErrorIfPathMissing: true})
-			if err != nil {
-				return fmt.Errorf("installing CRDs from %s into the hub: %w", opts.CRDDir, err)
-			}
-			fmt.Fprintf(out, "installed %d CRDs into the hub\n", len(crds))
-		}
+	opts.Dir = dir
+	start := opts.Start
+	if start == nil {
+		start = StartClusters
 	}
+	sys, err := start(ctx, opts, out)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, sys.Stop())
+		_ = os.Remove(statePath(dir))
+	}()
+	tb := sys.Testbed
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -143,21 +131,55 @@ func Run(ctx context.Context, opts Options, out io.Writer) (err error) {
 		return err
 	}
 	printSummary(out, state, dir)
-	if fl == nil {
-		<-ctx.Done()
-		return nil
-	}
-	for _, path := range opts.Apply {
-		if err := applyManifests(ctx, fl.Hub, path); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "applied %s to the hub\n", path)
-	}
-	if opts.Watch {
-		watchTable(ctx, fl.Hub, out, tb.Hub.Kubeconfig, dir)
-		return nil
+	if sys.Serve != nil {
+		return sys.Serve(ctx)
 	}
 	<-ctx.Done()
+	return nil
+}
+
+var _ StartFunc = StartClusters
+
+// StartClusters is the default Options.Start: a hub and opts.Members
+// member clusters, with the CRDs of opts.CRDDir installed into the hub.
+func StartClusters(ctx context.Context, opts Options, out io.Writer) (*System, error) {
+	begin := time.Now()
+	fmt.Fprintf(out, "starting a hub and %d member clusters in %s ...\n", opts.Members, opts.Dir)
+	tb, err := testbed.Start(ctx, testbed.Config{
+		Dir:      opts.Dir,
+		BinDir:   opts.BinDir,
+		Hub:      &testbed.ClusterSpec{Name: "hub"},
+		Members:  testbed.DefaultMembers(opts.Members),
+		Progress: out,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sys := &System{Testbed: tb, Stop: func() error {
+		fmt.Fprintln(out, "stopping the testbed ...")
+		err := tb.Stop()
+		fmt.Fprintln(out, "testbed stopped")
+		return err
+	}}
+	fmt.Fprintf(out, "all %d clusters ready in %s\n", len(tb.Clusters()), time.Since(begin).Round(time.Millisecond))
+	if opts.CRDDir != "" {
+		if err := installCRDs(tb, opts.CRDDir, out); err != nil {
+			return nil, errors.Join(err, sys.Stop())
+		}
+	}
+	return sys, nil
+}
+
+func installCRDs(tb *testbed.Testbed, dir string, out io.Writer) error {
+	cfg, err := tb.Hub.RESTConfig()
+	if err != nil {
+		return err
+	}
+	crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
+	if err != nil {
+		return fmt.Errorf("installing CRDs from %s into the hub: %w", dir, err)
+	}
+	fmt.Fprintf(out, "installed %d CRDs into the hub\n", len(crds))
 	return nil
 }
 
@@ -249,12 +271,7 @@ func Up(ctx context.Context, opts Options, out io.Writer) error {
 	if opts.BinDir != "" {
 		args = append(args, "--bin", opts.BinDir)
 	}
-	if opts.Flotilla {
-		args = append(args, "--flotilla")
-		if len(opts.Apply) > 0 {
-			args = append(args, "--apply", strings.Join(opts.Apply, ","))
-		}
-	}
+	args = append(args, opts.RunArgs...)
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// A session of its own: the supervisor outlives this command.
