@@ -22,6 +22,12 @@ const (
 	ConditionReady = "Ready"
 	// ConditionConnected (MemberCluster): an agent holds a stream now.
 	ConditionConnected = "Connected"
+	// ConditionPruneBlocked (MemberCluster): the agent's deletion brake
+	// holds the prune after a snapshot, because it would delete more of
+	// what the member runs than the brake allows. The message has the
+	// counts, the epoch and how to confirm (the annotation
+	// flotilla.dev/confirm-prune); nothing is deleted until then.
+	ConditionPruneBlocked = "PruneBlocked"
 )
 
 // Condition reasons.
@@ -83,4 +89,16 @@ const (
 	// ReasonStreamOpen and ReasonStreamClosed describe Connected.
 	ReasonStreamOpen   = "StreamOpen"
 	ReasonStreamClosed = "StreamClosed"
+	// ReasonFleetMismatch (Connected False): the member's agent refused
+	// this hub because it serves another fleet (hub) or cluster name, and
+	// applies nothing from it; the message says what differs and how to
+	// re-point the agent on purpose.
+	ReasonFleetMismatch = "FleetMismatch"
+
+	// ReasonAwaitingPruneConfirmation (PruneBlocked True): the prune waits
+	// for an admin's confirmation.
+	ReasonAwaitingPruneConfirmation = "AwaitingConfirmation"
+	// ReasonPruned (PruneBlocked False): the agent pruned to its latest
+	// snapshot, with or without a confirmation.
+	ReasonPruned = "Pruned"
 )

@@ -32,6 +32,26 @@ const (
 	// longer than the hub's grace period. It is removed when they resume.
 	TaintClusterUnreachable = "flotilla.dev/unreachable"
 
+	// AnnotationConfirmPrune, on a MemberCluster, confirms the prune its
+	// agent's deletion brake held: its value is the epoch the PruneBlocked
+	// condition names. The hub sends the confirmation to the agent, which
+	// then prunes to what the hub wants at that time.
+	AnnotationConfirmPrune = "flotilla.dev/confirm-prune"
+	// AnnotationAcceptFleetID, on an agent's identity ConfigMap, re-points
+	// the agent on purpose: when a hub with this fleet id connects, the
+	// agent serves it and records it instead of refusing it. The agent
+	// removes the annotation once used; its flag --accept-fleet-id does
+	// the same for as long as it is set.
+	AnnotationAcceptFleetID = "flotilla.dev/accept-fleet-id"
+	// FleetConfigMapName is the ConfigMap the hub creates once in its own
+	// namespace; its UID is the fleet id. A hub restored from a backup or
+	// installed again creates a new one, and so has a new fleet id.
+	FleetConfigMapName = "flotilla-fleet"
+	// AgentIdentityConfigMapName is the ConfigMap in the agent's namespace
+	// in the member that records which fleet id and cluster name the agent
+	// serves (keys fleetID and clusterName).
+	AgentIdentityConfigMapName = "flotilla-agent-identity"
+
 	// MyAppFinalizer holds a MyApp until its Works are gone from the hub.
 	MyAppFinalizer = "flotilla.dev/cleanup"
 

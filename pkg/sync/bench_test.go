@@ -118,7 +118,7 @@ func (a *benchApplier) Delete(_ context.Context, name string) error {
 	return nil
 }
 
-func (a *benchApplier) SnapshotComplete(context.Context, []string) error { return nil }
+func (a *benchApplier) SnapshotComplete(context.Context, []string, bool) error { return nil }
 
 // benchSink counts the Works whose status has not yet caught up with the
 // generation the benchmark last set. Its memory is allocated up front, so
@@ -219,7 +219,8 @@ func BenchmarkFanout(b *testing.B) {
 		}
 	}
 	srv, err := server.New(server.Config{
-		Works: source, Clusters: synctest.NewClusters(clusters...), Status: sink,
+		FleetID: synctest.FleetID,
+		Works:   source, Clusters: synctest.NewClusters(clusters...), Status: sink,
 		TLS: p.ServerTLS(b), Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {

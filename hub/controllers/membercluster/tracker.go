@@ -20,6 +20,15 @@ type agentState struct {
 	resources     *flotillav1.ResourceSummary
 	// disconnectReason is why the last stream ended.
 	disconnectReason string
+	// refusal is the last refusal of this hub by an agent of the cluster;
+	// nil once an agent is accepted (AgentConnected).
+	refusal *syncserver.Refusal
+	// pruneHeard says this process heard how the agent's last prune went;
+	// blocked is the prune its deletion brake holds (nil: none).
+	pruneHeard bool
+	blocked    *syncserver.PruneBlocked
+	// confirmSent is the epoch whose prune confirmation was sent.
+	confirmSent uint64
 }
 
 // Tracker records agent lifecycle events from the sync server and wakes the
@@ -80,6 +89,7 @@ func (t *Tracker) AgentConnected(cluster string, info syncserver.AgentInfo) {
 		s.resources = info.Resources
 	}
 	s.disconnectReason = ""
+	s.refusal = nil
 	t.wake(cluster)
 }
 
@@ -113,6 +123,48 @@ func (t *Tracker) AgentDisconnected(cluster string, reason error) {
 		s.disconnectReason = reason.Error()
 	}
 	t.wake(cluster)
+}
+
+// AgentRefused implements AgentSink. A refusing agent never connected, so
+// what is known of a connected agent of the cluster stays as it is.
+func (t *Tracker) AgentRefused(cluster string, r syncserver.Refusal) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state(cluster)
+	s.refusal = &r
+	t.wake(cluster)
+}
+
+// AgentPruneBlocked implements AgentSink.
+func (t *Tracker) AgentPruneBlocked(cluster string, b syncserver.PruneBlocked) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state(cluster)
+	s.pruneHeard = true
+	s.blocked = &b
+	t.wake(cluster)
+}
+
+// AgentPruned implements AgentSink.
+func (t *Tracker) AgentPruned(cluster string, _ uint64, _ bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state(cluster)
+	if s.pruneHeard && s.blocked == nil {
+		// Nothing a reader acts on changed: no wake-up.
+		return
+	}
+	s.pruneHeard = true
+	s.blocked = nil
+	t.wake(cluster)
+}
+
+// markConfirmSent records that the prune of epoch was confirmed to
+// cluster's agent, so it is confirmed once.
+func (t *Tracker) markConfirmSent(cluster string, epoch uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.state(cluster).confirmSent = epoch
 }
 
 // snapshot returns a copy of cluster's state; ok is false when no agent of

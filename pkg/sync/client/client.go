@@ -31,6 +31,7 @@ const (
 	DefaultMaxMessageBytes   = 16 << 20
 	DefaultKeepaliveTime     = 30 * time.Second
 	DefaultKeepaliveTimeout  = 10 * time.Second
+	DefaultHubHelloTimeout   = 30 * time.Second
 )
 
 // Config is what a Client needs. Address, TLS and Applier are required.
@@ -47,6 +48,11 @@ type Config struct {
 	Cluster string
 	// Applier applies what the hub sends.
 	Applier Applier
+	// Identity checks each hub's fleet id and cluster name against the
+	// member's record before anything is applied. nil accepts every hub
+	// that names this agent's cluster (tests only: an agent must record
+	// which fleet it serves).
+	Identity Identity
 	// Resources returns the member's resource summary for hellos and
 	// heartbeats; nil sends none.
 	Resources func(ctx context.Context) (*v1alpha1.ResourceSummary, error)
@@ -69,6 +75,9 @@ type Config struct {
 	// MaxApplyBackoff caps the wait between retries of a failed Apply or
 	// Delete. Zero means DefaultMaxApplyBackoff.
 	MaxApplyBackoff time.Duration
+	// HubHelloTimeout is how long the client waits for the hub's first
+	// message. Zero means DefaultHubHelloTimeout.
+	HubHelloTimeout time.Duration
 	// MaxMessageBytes bounds every message, both ways. Zero means
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int
@@ -121,6 +130,9 @@ func (c *Config) defaults() error {
 	if c.KeepaliveTime <= 0 {
 		c.KeepaliveTime = DefaultKeepaliveTime
 	}
+	if c.HubHelloTimeout <= 0 {
+		c.HubHelloTimeout = DefaultHubHelloTimeout
+	}
 	if c.KeepaliveTimeout <= 0 {
 		c.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
@@ -151,6 +163,10 @@ type Client struct {
 	connects     atomic.Int64
 	connected    atomic.Bool
 	snapshotDone atomic.Bool
+	pruneBlocked atomic.Bool
+	// refusal is why the agent refused the last hub it reached; nil once
+	// a hub is accepted.
+	refusal atomic.Pointer[string]
 
 	runMu sync.Mutex // Run may not be called twice at once.
 }
@@ -178,11 +194,21 @@ type State struct {
 	SnapshotComplete bool
 	// Connects counts the streams opened since the client was built.
 	Connects int64
+	// PruneBlocked says the deletion brake holds the current snapshot's
+	// prune, waiting for an admin's confirmation.
+	PruneBlocked bool
+	// Refusal is why the agent refused the last hub it reached: it serves
+	// another fleet or cluster name. Empty once a hub is accepted.
+	Refusal string
 }
 
 // State returns the client's connection state.
 func (c *Client) State() State {
-	return State{Connected: c.connected.Load(), SnapshotComplete: c.snapshotDone.Load(), Connects: c.connects.Load()}
+	st := State{Connected: c.connected.Load(), SnapshotComplete: c.snapshotDone.Load(), Connects: c.connects.Load(), PruneBlocked: c.pruneBlocked.Load()}
+	if r := c.refusal.Load(); r != nil {
+		st.Refusal = *r
+	}
+	return st
 }
 
 // ReportStatus queues status for Work name. It never blocks: reports are
@@ -208,6 +234,7 @@ func (c *Client) Run(ctx context.Context) error {
 		healthy, err := c.runStream(ctx)
 		c.connected.Store(false)
 		c.snapshotDone.Store(false)
+		c.pruneBlocked.Store(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -229,6 +256,14 @@ func (c *Client) Run(ctx context.Context) error {
 }
 
 func (c *Client) logStreamEnd(err error, delay time.Duration) {
+	var mismatch *FleetMismatchError
+	if errors.As(err, &mismatch) {
+		// Loud, and on every attempt: this member applies nothing from
+		// this hub until a person decides.
+		c.log.Error(err, "refused the hub: this agent serves another fleet or cluster; it applied and deleted nothing. To move this member to that hub on purpose, start the agent with --accept-fleet-id or annotate its identity ConfigMap with "+v1alpha1.AnnotationAcceptFleetID,
+			"hubFleetID", mismatch.FleetID, "hubCluster", mismatch.Cluster, "recordedFleetID", mismatch.RecordedFleetID, "recordedCluster", mismatch.RecordedCluster, "retryIn", delay)
+		return
+	}
 	code := status.Code(err)
 	switch code {
 	case codes.Unauthenticated, codes.PermissionDenied:

@@ -24,6 +24,10 @@ type badHub struct {
 
 func (h *badHub) Connect(stream syncv1.Sync_ConnectServer) error {
 	h.streams.Add(1)
+	hello := &syncv1.HubMessage{Kind: &syncv1.HubMessage_HubHello{HubHello: &syncv1.HubHello{FleetId: synctest.FleetID, ClusterName: "east", Epoch: 1}}}
+	if err := stream.Send(hello); err != nil {
+		return err
+	}
 	if _, err := stream.Recv(); err != nil { // the hello
 		return err
 	}

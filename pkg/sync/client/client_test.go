@@ -1,6 +1,8 @@
 package client
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +87,42 @@ func TestRetriesKeepOnlyDropsApplies(t *testing.T) {
 		t.Error("no timer with retries pending")
 	}
 	r.stop()
+}
+
+func TestDecideIdentity(t *testing.T) {
+	a := FleetRecord{FleetID: "fleet-a", Cluster: "east"}
+	tests := []struct {
+		name      string
+		recorded  *FleetRecord
+		offered   FleetRecord
+		accept    string
+		wantWrite bool
+		wantErr   string
+	}{
+		{name: "first hub is recorded", offered: a, wantWrite: true},
+		{name: "same hub", recorded: &a, offered: a},
+		{name: "same hub, stale accept", recorded: &a, offered: a, accept: "fleet-b"},
+		{name: "another fleet is refused", recorded: &a, offered: FleetRecord{FleetID: "fleet-b", Cluster: "east"}, wantErr: "serves fleet fleet-a, not the hub's fleet fleet-b"},
+		{name: "another fleet accepted on purpose", recorded: &a, offered: FleetRecord{FleetID: "fleet-b", Cluster: "east"}, accept: "fleet-b", wantWrite: true},
+		{name: "accepting a third fleet does not accept this one", recorded: &a, offered: FleetRecord{FleetID: "fleet-b", Cluster: "east"}, accept: "fleet-c", wantErr: "--accept-fleet-id=fleet-b"},
+		{name: "another cluster name is refused", recorded: &a, offered: FleetRecord{FleetID: "fleet-a", Cluster: "west"}, wantErr: `serves cluster "east" of fleet fleet-a, but the hub takes it for cluster "west"`},
+		{name: "a rename accepted on purpose", recorded: &a, offered: FleetRecord{FleetID: "fleet-a", Cluster: "west"}, accept: "fleet-a", wantWrite: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			write, err := DecideIdentity(tt.recorded, tt.offered, tt.accept)
+			if write != tt.wantWrite {
+				t.Errorf("write = %v, want %v", write, tt.wantWrite)
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("err = %v, want none", err)
+			case tt.wantErr != "":
+				var m *FleetMismatchError
+				if !errors.As(err, &m) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("err = %v, want a FleetMismatchError containing %q", err, tt.wantErr)
+				}
+			}
+		})
+	}
 }

@@ -16,6 +16,8 @@ const (
 	kindUpsert messageKind = iota + 1
 	kindDelete
 	kindSnapshotComplete
+	kindHubHello
+	kindPruneConfirm
 )
 
 // hubMessage is a decoded, checked HubMessage.
@@ -24,6 +26,11 @@ type hubMessage struct {
 	upsert *v1alpha1.Work // kindUpsert
 	delete string         // kindDelete
 	keep   []string       // kindSnapshotComplete
+	// kindHubHello: the hub's fleet id, the cluster it takes the agent
+	// for, and the stream's epoch (also kindPruneConfirm's).
+	fleetID string
+	cluster string
+	epoch   uint64
 }
 
 func invalid(format string, args ...any) error {
@@ -67,7 +74,17 @@ func decodeHubMessage(data []byte, cluster string) (hubMessage, error) {
 			seen[n] = true
 		}
 		return hubMessage{kind: kindSnapshotComplete, keep: append([]string{}, names...)}, nil
+	case *syncv1.HubMessage_HubHello:
+		if err := wire.ValidateFleetID(k.HubHello.GetFleetId()); err != nil {
+			return hubMessage{}, invalid("hub_hello: %v", err)
+		}
+		if k.HubHello.GetClusterName() == "" || len(k.HubHello.GetClusterName()) > wire.MaxLabelLength {
+			return hubMessage{}, invalid("hub_hello: cluster_name is empty or longer than %d characters", wire.MaxLabelLength)
+		}
+		return hubMessage{kind: kindHubHello, fleetID: k.HubHello.GetFleetId(), cluster: k.HubHello.GetClusterName(), epoch: k.HubHello.GetEpoch()}, nil
+	case *syncv1.HubMessage_PruneConfirm:
+		return hubMessage{kind: kindPruneConfirm, epoch: k.PruneConfirm.GetEpoch()}, nil
 	default:
-		return hubMessage{}, invalid("empty hub message: exactly one of upsert, delete or snapshot_complete must be set")
+		return hubMessage{}, invalid("empty hub message: exactly one of hub_hello, upsert, delete, snapshot_complete or prune_confirm must be set")
 	}
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
@@ -31,8 +32,56 @@ type Applier interface {
 	// every Work the member should run now, and the applier removes any
 	// other Work it runs. It is the only call that prunes, because only a
 	// complete snapshot proves a Work is gone rather than not sent yet.
-	SnapshotComplete(ctx context.Context, keep []string) error
+	//
+	// An applier with a deletion brake returns an error wrapping a
+	// *PruneBlockedError when the prune would delete too much, and prunes
+	// nothing; the client reports it to the hub and calls again, with
+	// confirmed set and what the hub wants by then as keep, once an admin
+	// confirms. Other errors are retried with backoff, with keep computed
+	// again at each attempt.
+	SnapshotComplete(ctx context.Context, keep []string, confirmed bool) error
 }
+
+// PruneBlockedError says an Applier's deletion brake held a prune: it
+// would delete WouldDelete of the Held objects the member holds, those of
+// Works. Nothing was deleted.
+type PruneBlockedError struct {
+	WouldDelete, Held int
+	Works             []string
+}
+
+func (e *PruneBlockedError) Error() string {
+	return fmt.Sprintf("the deletion brake holds a prune that would delete %d of %d objects (of Works %v); an admin must confirm it", e.WouldDelete, e.Held, e.Works)
+}
+
+// Identity records, persistently in the member, which fleet (hub) and
+// which cluster name this agent serves, so that an agent pointed at
+// another hub, or at a hub restored from a backup, refuses it instead of
+// obeying it.
+type Identity interface {
+	// Admit is called with each stream's HubHello, before the agent says
+	// what it holds or applies anything. It returns nil when the agent
+	// serves fleetID as cluster: the record says so, there was no record
+	// (Admit records them), or an admin re-pointed the agent on purpose
+	// (Admit replaces the record). It returns an error wrapping a
+	// *FleetMismatchError when the agent must refuse the hub; the client
+	// then sends a Refusal and reconnects with backoff. Any other error
+	// (the member apiserver did not answer) ends the stream, to be tried
+	// again.
+	Admit(ctx context.Context, fleetID, cluster string) error
+}
+
+// FleetMismatchError says why an agent refuses a hub.
+type FleetMismatchError struct {
+	// FleetID and Cluster are what the hub said; RecordedFleetID and
+	// RecordedCluster what the agent serves.
+	FleetID, Cluster                 string
+	RecordedFleetID, RecordedCluster string
+	// Reason says, for a person, what differs and how to accept it.
+	Reason string
+}
+
+func (e *FleetMismatchError) Error() string { return "refusing the hub: " + e.Reason }
 
 // HeldWork is one Work the member runs.
 type HeldWork struct {

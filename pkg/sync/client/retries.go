@@ -17,9 +17,12 @@ type retry struct {
 	delete bool           // Delete the Work.
 	// prune calls SnapshotComplete again (pruneKey), with what the hub
 	// wants at the time of the retry.
-	prune   bool
-	attempt int
-	at      time.Time
+	prune bool
+	// confirmed is passed to that SnapshotComplete: the prune was
+	// confirmed by an admin.
+	confirmed bool
+	attempt   int
+	at        time.Time
 }
 
 // retries holds the failed applier calls of one stream, one per Work (a

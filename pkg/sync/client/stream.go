@@ -21,12 +21,6 @@ import (
 // runStream holds one stream until it ends. healthy says it got as far as
 // a complete snapshot and was not replaced, which resets the backoff.
 func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
-	held, err := c.cfg.Applier.Held(ctx)
-	if err != nil {
-		return false, fmt.Errorf("listing the Works this member holds: %w", err)
-	}
-	hello := c.hello(ctx, held)
-
 	conn, err := c.dial()
 	if err != nil {
 		return false, fmt.Errorf("connecting to %s: %w", c.cfg.Address, err)
@@ -40,21 +34,12 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 		return false, err
 	}
 	c.connects.Add(1)
-	c.connected.Store(true)
-	c.log.V(1).Info("sync stream open", "held", len(held))
-
-	// The latest status of every Work goes out again on each new stream:
-	// reports in flight when the last one dropped may never have arrived.
-	c.status.resendAll()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// Cancel before waiting (defers run last-in first-out): cancelling the
 	// stream's context unblocks the goroutines' Send and Recv.
 	defer cancel(nil)
-
-	sendErr := make(chan error, 1)
-	wg.Go(func() { sendErr <- c.sendLoop(sctx, stream, hello) })
 
 	msgs := make(chan hubMessage)
 	recvErr := make(chan error, 1)
@@ -78,7 +63,42 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 		}
 	})
 
-	st := &streamState{r: newRetries(c.cfg.InitialBackoff, c.cfg.MaxApplyBackoff)}
+	// The hub speaks first and says who it is. Nothing is said about what
+	// this member holds, and nothing is applied or deleted, before the
+	// agent has checked that it serves that hub.
+	hh, err := c.awaitHubHello(sctx, msgs, recvErr)
+	if err != nil {
+		return false, err
+	}
+	if err := c.admit(ctx, hh); err != nil {
+		var mismatch *FleetMismatchError
+		if errors.As(err, &mismatch) {
+			c.refuse(stream, mismatch, recvErr)
+		}
+		return false, err
+	}
+	c.refusal.Store(nil)
+
+	held, err := c.cfg.Applier.Held(ctx)
+	if err != nil {
+		return false, fmt.Errorf("listing the Works this member holds: %w", err)
+	}
+	hello := c.hello(ctx, held)
+	c.connected.Store(true)
+	c.log.V(1).Info("sync stream open", "held", len(held), "fleet", hh.fleetID, "epoch", hh.epoch)
+
+	// The latest status of every Work goes out again on each new stream:
+	// reports in flight when the last one dropped may never have arrived.
+	c.status.resendAll()
+
+	st := &streamState{
+		r:       newRetries(c.cfg.InitialBackoff, c.cfg.MaxApplyBackoff),
+		epoch:   hh.epoch,
+		reports: newMailbox(),
+	}
+	sendErr := make(chan error, 1)
+	wg.Go(func() { sendErr <- c.sendLoop(sctx, stream, hello, st.reports) })
+
 	r := st.r
 	for {
 		var retryC <-chan time.Time
@@ -102,6 +122,85 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 			return false, ctx.Err()
 		}
 	}
+}
+
+// awaitHubHello waits for the hub's first message, which must be its
+// HubHello.
+func (c *Client) awaitHubHello(ctx context.Context, msgs <-chan hubMessage, recvErr <-chan error) (hubMessage, error) {
+	t := time.NewTimer(c.cfg.HubHelloTimeout)
+	defer t.Stop()
+	select {
+	case m := <-msgs:
+		if m.kind != kindHubHello {
+			return hubMessage{}, invalid("the hub's first message must be hub_hello")
+		}
+		return m, nil
+	case err := <-recvErr:
+		if errors.Is(err, io.EOF) {
+			err = status.Error(codes.Unavailable, "hub closed the stream before its hello")
+		}
+		return hubMessage{}, err
+	case <-t.C:
+		return hubMessage{}, status.Errorf(codes.DeadlineExceeded, "no hello from the hub within %s", c.cfg.HubHelloTimeout)
+	case <-ctx.Done():
+		return hubMessage{}, ctx.Err()
+	}
+}
+
+// admit decides whether this agent serves the hub that sent hh: the
+// cluster must be the one this agent is for, and the Identity keeper must
+// accept the fleet id and cluster name.
+func (c *Client) admit(ctx context.Context, hh hubMessage) error {
+	if hh.cluster != c.cfg.Cluster {
+		return &FleetMismatchError{
+			FleetID: hh.fleetID, Cluster: hh.cluster, RecordedCluster: c.cfg.Cluster,
+			Reason: fmt.Sprintf("the hub takes this agent for cluster %q, but it is the agent of cluster %q", hh.cluster, c.cfg.Cluster),
+		}
+	}
+	if c.cfg.Identity == nil {
+		return nil
+	}
+	if err := c.cfg.Identity.Admit(ctx, hh.fleetID, hh.cluster); err != nil {
+		var mismatch *FleetMismatchError
+		if errors.As(err, &mismatch) {
+			return err
+		}
+		return fmt.Errorf("checking the hub's fleet identity: %w", err)
+	}
+	return nil
+}
+
+// refuse tells the hub this agent does not serve it, closes its side and
+// waits (briefly) for the hub to end the stream, so the refusal arrives
+// before the connection closes.
+func (c *Client) refuse(stream syncv1.Sync_ConnectClient, e *FleetMismatchError, recvErr <-chan error) {
+	c.refusal.Store(&e.Reason)
+	msg := &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Refusal{Refusal: &syncv1.Refusal{
+		Reason:              truncate(e.Reason, wire.MaxReasonLength),
+		RecordedFleetId:     e.RecordedFleetID,
+		RecordedClusterName: e.RecordedCluster,
+	}}}
+	if err := stream.Send(msg); err != nil {
+		return
+	}
+	_ = stream.CloseSend()
+	t := time.NewTimer(refusalLinger)
+	defer t.Stop()
+	select {
+	case <-recvErr:
+	case <-t.C:
+	}
+}
+
+// refusalLinger bounds how long a refusing agent waits for the hub to end
+// the stream.
+const refusalLinger = 5 * time.Second
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 func (c *Client) hello(ctx context.Context, held []HeldWork) *syncv1.AgentMessage {
@@ -140,9 +239,10 @@ func (c *Client) resources(ctx context.Context) []byte {
 	return data
 }
 
-// sendLoop is the only goroutine that sends on the stream: the hello,
-// then status reports as they come and a heartbeat on every tick.
-func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient, hello *syncv1.AgentMessage) error {
+// sendLoop is the only goroutine that sends on the stream once the hub's
+// hello is accepted: the hello, then prune reports and status reports as
+// they come and a heartbeat on every tick.
+func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient, hello *syncv1.AgentMessage, reports *mailbox) error {
 	if err := stream.Send(hello); err != nil {
 		return err
 	}
@@ -150,6 +250,13 @@ func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient,
 	defer tick.Stop()
 	namespace := v1alpha1.ClusterNamespace(c.cfg.Cluster)
 	for {
+		if msg := reports.take(); msg != nil {
+			if err := stream.Send(msg); err != nil {
+				// The hub hears of the prune again from the next
+				// stream's snapshot.
+				return err
+			}
+		}
 		for {
 			name, st, ok := c.status.pop()
 			if !ok {
@@ -173,6 +280,7 @@ func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient,
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-c.status.ready:
+		case <-reports.ready:
 		case <-tick.C:
 			msg := &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Heartbeat{Heartbeat: &syncv1.Heartbeat{
 				ResourceSummary: c.resources(ctx),
@@ -204,6 +312,42 @@ func (w want) names() []string {
 type streamState struct {
 	r    *retries
 	want want
+	// epoch is the HubHello epoch, naming this stream's snapshot.
+	epoch uint64
+	// blocked says the deletion brake holds the snapshot's prune.
+	blocked bool
+	// reports carries prune reports to the send loop.
+	reports *mailbox
+}
+
+// mailbox holds a stream's latest prune report until the send loop sends
+// it. It has one slot: a newer report (the prune done after a
+// confirmation, say) replaces an unsent older one about the same snapshot,
+// which it supersedes.
+type mailbox struct {
+	mu    sync.Mutex
+	msg   *syncv1.AgentMessage
+	ready chan struct{}
+}
+
+func newMailbox() *mailbox { return &mailbox{ready: make(chan struct{}, 1)} }
+
+func (m *mailbox) put(msg *syncv1.AgentMessage) {
+	m.mu.Lock()
+	m.msg = msg
+	m.mu.Unlock()
+	select {
+	case m.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) take() *syncv1.AgentMessage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	msg := m.msg
+	m.msg = nil
+	return msg
 }
 
 // handle hands one hub message to the applier.
@@ -225,6 +369,12 @@ func (c *Client) handle(ctx context.Context, st *streamState, m hubMessage) {
 			st.want[n] = true
 		}
 		c.complete(ctx, st, m.keep)
+	case kindPruneConfirm:
+		c.confirmed(ctx, st, m.epoch)
+	case kindHubHello:
+		// decodeHubMessage lets it through; only the first message may be
+		// one, and awaitHubHello took that.
+		c.log.Error(nil, "the hub sent a second hello on one stream; ignoring it")
 	}
 }
 
@@ -252,14 +402,29 @@ func (c *Client) complete(ctx context.Context, st *streamState, keep []string) {
 	// retried; the prune below removes it.
 	st.r.keepOnly(keep)
 	st.r.forget(pruneKey)
-	c.status.keepOnly(keep)
-	c.prune(ctx, st, keep)
+	c.prune(ctx, st, keep, false, nil)
 }
 
-// prune calls SnapshotComplete with keep and, when it fails, schedules a
-// retry.
+// confirmed acts on the hub's PruneConfirm: an admin confirmed the prune
+// the brake held for the snapshot of epoch. It prunes to what the hub
+// wants now. A confirmation for another stream's snapshot, or with no
+// prune held or failing, changes nothing.
+func (c *Client) confirmed(ctx context.Context, st *streamState, epoch uint64) {
+	_, retrying := st.r.items[pruneKey]
+	if epoch != st.epoch || st.want == nil || !(st.blocked || retrying) {
+		c.log.Info("ignoring a prune confirmation that matches no held prune", "epoch", epoch, "streamEpoch", st.epoch, "blocked", st.blocked)
+		return
+	}
+	c.log.Info("the hub confirmed the prune the deletion brake held; pruning", "epoch", epoch)
+	st.r.forget(pruneKey)
+	c.prune(ctx, st, st.want.names(), true, nil)
+}
+
+// prune calls SnapshotComplete with keep. A prune the deletion brake holds
+// is reported to the hub and waits for a PruneConfirm; any other failure is
+// retried (rt is the retry being made, nil on the first attempt).
 //
-// The retry does not replay keep: it asks again with what the hub wants at
+// A retry does not replay keep: it asks again with what the hub wants at
 // the time of the retry (st.want), because Works may have been upserted
 // (and applied) since the attempt that failed, and pruning with the old
 // list would delete them while the hub shows them running. Ending the
@@ -268,16 +433,42 @@ func (c *Client) complete(ctx context.Context, st *streamState, keep []string) {
 // every attempt, with status re-sent each time; recomputing keeps the
 // stream and stays exact, since st.want follows every message the hub
 // sent on it.
-func (c *Client) prune(ctx context.Context, st *streamState, keep []string) {
-	if err := c.cfg.Applier.SnapshotComplete(ctx, keep); err != nil {
-		if ctx.Err() == nil {
-			c.log.Error(err, "pruning after the snapshot; will retry", "keep", len(keep))
-			st.r.add(pruneKey, retry{prune: true})
+func (c *Client) prune(ctx context.Context, st *streamState, keep []string, confirmed bool, rt *retry) {
+	c.status.keepOnly(keep)
+	err := c.cfg.Applier.SnapshotComplete(ctx, keep, confirmed)
+	var blocked *PruneBlockedError
+	switch {
+	case err == nil:
+		st.blocked = false
+		c.pruneBlocked.Store(false)
+		c.snapshotDone.Store(true)
+		st.reports.put(&syncv1.AgentMessage{Kind: &syncv1.AgentMessage_SnapshotPruned{SnapshotPruned: &syncv1.SnapshotPruned{
+			Epoch: st.epoch, Confirmed: confirmed,
+		}}})
+		c.log.V(1).Info("snapshot complete", "works", len(keep), "confirmed", confirmed)
+	case errors.As(err, &blocked):
+		// Everything the hub sent is applied; only the prune waits.
+		st.blocked = true
+		c.pruneBlocked.Store(true)
+		c.snapshotDone.Store(true)
+		works := blocked.Works
+		if len(works) > wire.MaxBlockedWorks {
+			works = works[:wire.MaxBlockedWorks]
 		}
-		return
+		st.reports.put(&syncv1.AgentMessage{Kind: &syncv1.AgentMessage_PruneBlocked{PruneBlocked: &syncv1.PruneBlocked{
+			Epoch: st.epoch, WouldDelete: int64(blocked.WouldDelete), Held: int64(blocked.Held), Works: works,
+		}}})
+		c.log.Info("the deletion brake holds the prune after the snapshot; waiting for an admin's confirmation on the hub",
+			"epoch", st.epoch, "wouldDelete", blocked.WouldDelete, "held", blocked.Held, "confirmWith", fmt.Sprintf("%s=%d", v1alpha1.AnnotationConfirmPrune, st.epoch))
+	case ctx.Err() != nil:
+	default:
+		c.log.Error(err, "pruning after the snapshot; will retry", "keep", len(keep))
+		if rt == nil {
+			st.r.add(pruneKey, retry{prune: true, confirmed: confirmed})
+		} else {
+			st.r.again(pruneKey, *rt)
+		}
 	}
-	c.snapshotDone.Store(true)
-	c.log.V(1).Info("snapshot complete", "works", len(keep))
 }
 
 // retryDue retries every failed call whose time has come.
@@ -292,15 +483,7 @@ func (c *Client) retryDue(ctx context.Context, st *streamState) {
 		case name == pruneKey:
 			// What the hub wants now, not what it wanted when the prune
 			// first failed: see prune.
-			keep := st.want.names()
-			c.status.keepOnly(keep)
-			if err := c.cfg.Applier.SnapshotComplete(ctx, keep); err != nil {
-				if ctx.Err() == nil {
-					r.again(name, rt)
-				}
-				continue
-			}
-			c.snapshotDone.Store(true)
+			c.prune(ctx, st, st.want.names(), rt.confirmed, &rt)
 		case rt.delete:
 			if err := c.cfg.Applier.Delete(ctx, name); err != nil && ctx.Err() == nil {
 				r.again(name, rt)

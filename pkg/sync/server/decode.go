@@ -37,7 +37,7 @@ func decodeAgentMessage(data []byte) (*syncv1.AgentMessage, error) {
 		return nil, invalid("malformed agent message: %v", err)
 	}
 	if m.GetKind() == nil {
-		return nil, invalid("empty agent message: exactly one of hello, status or heartbeat must be set")
+		return nil, invalid("empty agent message: exactly one of hello, refusal, status, heartbeat, prune_blocked or snapshot_pruned must be set")
 	}
 	return m, nil
 }
@@ -105,6 +105,39 @@ func decodeStatus(m *syncv1.StatusReport, cluster string) (string, *v1alpha1.Wor
 		return "", nil, invalid("status of work %q: %v", m.GetName(), err)
 	}
 	return m.GetName(), st, nil
+}
+
+func decodeRefusal(m *syncv1.Refusal) (Refusal, error) {
+	for _, f := range []struct{ name, value string }{
+		{"reason", m.GetReason()},
+		{"recorded_fleet_id", m.GetRecordedFleetId()},
+		{"recorded_cluster_name", m.GetRecordedClusterName()},
+	} {
+		if len(f.value) > wire.MaxReasonLength {
+			return Refusal{}, invalid("refusal: %s is longer than %d characters", f.name, wire.MaxReasonLength)
+		}
+	}
+	return Refusal{Reason: m.GetReason(), RecordedFleetID: m.GetRecordedFleetId(), RecordedCluster: m.GetRecordedClusterName()}, nil
+}
+
+// decodePruneBlocked checks a prune report against the epoch of the
+// stream it came on: an agent can only report on its own snapshot.
+func decodePruneBlocked(m *syncv1.PruneBlocked, epoch uint64) (PruneBlocked, error) {
+	if m.GetEpoch() != epoch {
+		return PruneBlocked{}, invalid("prune_blocked: epoch %d is not this stream's (%d)", m.GetEpoch(), epoch)
+	}
+	if m.GetWouldDelete() < 0 || m.GetHeld() < 0 {
+		return PruneBlocked{}, invalid("prune_blocked: negative counts (%d of %d)", m.GetWouldDelete(), m.GetHeld())
+	}
+	if n := len(m.GetWorks()); n > wire.MaxBlockedWorks {
+		return PruneBlocked{}, invalid("prune_blocked: %d Works is more than the %d allowed", n, wire.MaxBlockedWorks)
+	}
+	for _, w := range m.GetWorks() {
+		if err := wire.ValidateWorkName(w); err != nil {
+			return PruneBlocked{}, invalid("prune_blocked: %v", err)
+		}
+	}
+	return PruneBlocked{Epoch: m.GetEpoch(), WouldDelete: m.GetWouldDelete(), Held: m.GetHeld(), Works: m.GetWorks()}, nil
 }
 
 func decodeHeartbeat(m *syncv1.Heartbeat) (*v1alpha1.ResourceSummary, error) {

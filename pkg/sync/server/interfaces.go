@@ -64,6 +64,45 @@ type AgentSink interface {
 	// AgentDisconnected says cluster has no stream any more; reason is why
 	// the last one ended.
 	AgentDisconnected(cluster string, reason error)
+	// AgentRefused says an agent with cluster's certificate refused this
+	// hub: it serves another fleet, or the same fleet under another
+	// cluster name. It applied nothing. Its stream ends at once; it was
+	// never connected, so no AgentConnected came before and no
+	// AgentDisconnected follows, and a connected agent of cluster (if
+	// any) keeps its stream.
+	AgentRefused(cluster string, r Refusal)
+	// AgentPruneBlocked says cluster's agent did not prune after the
+	// snapshot of b.Epoch because its deletion brake held the prune.
+	AgentPruneBlocked(cluster string, b PruneBlocked)
+	// AgentPruned says cluster's agent pruned to the snapshot of epoch
+	// (confirmed: after an admin's confirmation), so no prune is held.
+	AgentPruned(cluster string, epoch uint64, confirmed bool)
+}
+
+// Refusal is an agent's refusal of this hub, as it sent it.
+type Refusal struct {
+	// Reason is the agent's explanation, for a person.
+	Reason string
+	// RecordedFleetID and RecordedCluster are the fleet id and cluster
+	// name the agent serves.
+	RecordedFleetID string
+	RecordedCluster string
+	// Peer is the agent's network address as the hub sees it.
+	Peer string
+}
+
+// PruneBlocked is an agent's report of a prune its deletion brake held.
+type PruneBlocked struct {
+	// Epoch is the snapshot's epoch; ConfirmPrune(cluster, Epoch)
+	// releases the prune.
+	Epoch uint64
+	// WouldDelete and Held count applied objects: how many the prune
+	// would delete, and how many the agent holds.
+	WouldDelete int64
+	Held        int64
+	// Works names the Works whose objects the prune would delete (maybe
+	// only the first of them; the counts are complete).
+	Works []string
 }
 
 // AgentInfo describes a connected agent.

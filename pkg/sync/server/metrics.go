@@ -14,6 +14,11 @@ const (
 	msgUpsert           = "upsert"
 	msgDelete           = "delete"
 	msgSnapshotComplete = "snapshot_complete"
+	msgHubHello         = "hub_hello"
+	msgPruneConfirm     = "prune_confirm"
+	msgRefusal          = "refusal"
+	msgPruneBlocked     = "prune_blocked"
+	msgSnapshotPruned   = "snapshot_pruned"
 )
 
 type metrics struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -38,6 +39,11 @@ const (
 
 // Config is what a Server needs. Works, Clusters and TLS are required.
 type Config struct {
+	// FleetID is the hub's persistent identity, sent to every agent in
+	// HubHello (see pkg/sync). It may be set later with SetFleetID; until
+	// one is set, streams are refused with UNAVAILABLE.
+	FleetID string
+
 	// Works is the source of each cluster's desired Works.
 	Works WorkSource
 	// Clusters says which clusters exist.
@@ -139,6 +145,12 @@ type Server struct {
 	mu       sync.RWMutex
 	sessions map[string]*session // by cluster: the stream that is current
 	nextID   uint64
+
+	fleetID atomic.Pointer[string]
+	// epochs hands out HubHello epochs: it starts from the server's start
+	// time in microseconds, so epochs do not repeat across hub restarts,
+	// and grows by one per stream.
+	epochs atomic.Uint64
 }
 
 var _ syncv1.SyncServer = (*Server)(nil)
@@ -160,6 +172,10 @@ func New(cfg Config) (*Server, error) {
 		sessions: make(map[string]*session),
 	}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	s.epochs.Store(uint64(time.Now().UnixMicro()))
+	if cfg.FleetID != "" {
+		s.SetFleetID(cfg.FleetID)
+	}
 	s.grpc = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(cfg.TLS)),
 		// The Sync handler receives raw bytes and decodes them itself,
@@ -234,6 +250,40 @@ func (s *Server) WorkChanged(cluster, name string) {
 	if sess != nil {
 		sess.enqueue(name)
 	}
+}
+
+// SetFleetID sets the fleet id sent in every HubHello from now on. The hub
+// sets it once, when it becomes leader and has read (or created) its
+// identity object.
+func (s *Server) SetFleetID(id string) { s.fleetID.Store(&id) }
+
+// FleetID returns the fleet id, or "" when none is set yet.
+func (s *Server) FleetID() string {
+	if id := s.fleetID.Load(); id != nil {
+		return *id
+	}
+	return ""
+}
+
+// ConfirmPrune releases the prune that cluster's agent held for the
+// snapshot of epoch: it sends that agent a PruneConfirm, unless its current
+// stream has another epoch (the agent reconnected and has a new snapshot,
+// which is confirmed on its own). It reports whether a confirmation is on
+// its way. It never blocks: the confirmation waits in a one-slot mailbox
+// for the stream's send loop, and a second one for the same stream while
+// the first waits is the same message.
+func (s *Server) ConfirmPrune(cluster string, epoch uint64) bool {
+	s.mu.RLock()
+	sess := s.sessions[cluster]
+	s.mu.RUnlock()
+	if sess == nil || sess.epoch != epoch {
+		return false
+	}
+	select {
+	case sess.confirm <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // Stats describes one cluster's current stream, for tests and debugging.

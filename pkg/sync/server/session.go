@@ -37,6 +37,12 @@ type session struct {
 	queue        *queue
 	snapshotSent atomic.Bool
 
+	// epoch is this stream's HubHello epoch, naming its snapshot.
+	epoch uint64
+	// confirm holds a PruneConfirm for epoch until the send loop sends it
+	// (one slot: a second confirmation while one waits is the same).
+	confirm chan struct{}
+
 	// held is what the agent holds, as far as this stream knows: first
 	// what its hello said, then updated with every upsert and delete sent.
 	// Only the send loop touches it.
@@ -74,6 +80,21 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 			"cluster %q is not registered with this hub: create MemberCluster %q on the hub, or use the certificate of a registered cluster", cluster, cluster)
 	}
 
+	fleetID := s.FleetID()
+	if fleetID == "" {
+		return status.Error(codes.Unavailable, "the hub has no fleet identity yet; reconnect later")
+	}
+	epoch := s.epochs.Add(1)
+	// The hub speaks first, so that an agent that serves another fleet or
+	// cluster can refuse before it says or applies anything.
+	hubHello := &syncv1.HubMessage{Kind: &syncv1.HubMessage_HubHello{HubHello: &syncv1.HubHello{
+		FleetId: fleetID, ClusterName: cluster, Epoch: epoch,
+	}}}
+	if err := stream.Send(hubHello); err != nil {
+		return streamError(ctx, err)
+	}
+	s.metrics.sent.WithLabelValues(msgHubHello).Inc()
+
 	// One goroutine reads, so that the handler can wait for the hello,
 	// for the send loop and for cancellation at the same time. It ends
 	// when the stream does: Recv fails once the handler has returned.
@@ -103,7 +124,10 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 	if err != nil {
 		return err
 	}
-	h, err := decodeHello(first)
+	if r := first.GetRefusal(); r != nil {
+		return s.refused(ctx, cluster, log, r)
+	}
+	h, err := decodeHello(first.GetHello())
 	if err != nil {
 		return err
 	}
@@ -116,6 +140,8 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 		ctx:     ctx,
 		cancel:  cancel,
 		held:    h.held,
+		epoch:   epoch,
+		confirm: make(chan struct{}, 1),
 		info: AgentInfo{
 			Identity:          identity,
 			Version:           h.version,
@@ -144,7 +170,7 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 
 	s.register(sess)
 	defer func() { s.unregister(sess, err) }()
-	sess.log.Info("agent connected", "peer", sess.info.Peer, "version", h.version, "instance", h.instance, "held", len(h.held))
+	sess.log.Info("agent connected", "peer", sess.info.Peer, "version", h.version, "instance", h.instance, "held", len(h.held), "epoch", epoch)
 
 	// The send loop runs on its own goroutine so that a Send blocked by a
 	// stalled agent (HTTP/2 flow control) cannot keep this handler from
@@ -215,17 +241,37 @@ func (s *Server) authenticate(ctx context.Context) (cluster, identity string, er
 	return cluster, pki.ClusterURI(cluster).String(), nil
 }
 
-func (s *Server) awaitHello(ctx context.Context, in <-chan *syncv1.AgentMessage, recvErr <-chan error) (*syncv1.Hello, error) {
+// refused records an agent's refusal of this hub and ends its stream. The
+// agent was never registered, so a connected agent of the same cluster
+// keeps its stream.
+func (s *Server) refused(ctx context.Context, cluster string, log logr.Logger, m *syncv1.Refusal) error {
+	r, err := decodeRefusal(m)
+	if err != nil {
+		return err
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		r.Peer = p.Addr.String()
+	}
+	log.Info("agent refused this hub", "reason", r.Reason, "recordedFleetID", r.RecordedFleetID, "recordedCluster", r.RecordedCluster, "peer", r.Peer)
+	if s.cfg.Agents != nil {
+		s.cfg.Agents.AgentRefused(cluster, r)
+	}
+	return status.Errorf(codes.FailedPrecondition,
+		"the agent of cluster %q refused this hub (fleet %s): %s", cluster, s.FleetID(), r.Reason)
+}
+
+// awaitHello waits for the agent's first message, which must be a hello
+// or a refusal.
+func (s *Server) awaitHello(ctx context.Context, in <-chan *syncv1.AgentMessage, recvErr <-chan error) (*syncv1.AgentMessage, error) {
 	timer := time.NewTimer(s.cfg.HelloTimeout)
 	defer timer.Stop()
 	select {
 	case m := <-in:
 		s.metrics.received.WithLabelValues(messageType(m)).Inc()
-		h := m.GetHello()
-		if h == nil {
-			return nil, invalid("the first message on a stream must be hello, got %s", messageType(m))
+		if m.GetHello() == nil && m.GetRefusal() == nil {
+			return nil, invalid("the first message on a stream must be hello (or refusal), got %s", messageType(m))
 		}
-		return h, nil
+		return m, nil
 	case err := <-recvErr:
 		if errors.Is(err, io.EOF) {
 			return nil, invalid("stream closed before hello")
@@ -246,6 +292,12 @@ func messageType(m *syncv1.AgentMessage) string {
 		return msgStatus
 	case *syncv1.AgentMessage_Heartbeat:
 		return msgHeartbeat
+	case *syncv1.AgentMessage_Refusal:
+		return msgRefusal
+	case *syncv1.AgentMessage_PruneBlocked:
+		return msgPruneBlocked
+	case *syncv1.AgentMessage_SnapshotPruned:
+		return msgSnapshotPruned
 	default:
 		return "unknown"
 	}
@@ -273,8 +325,26 @@ func (sess *session) handle(m *syncv1.AgentMessage) error {
 		if s.cfg.Agents != nil {
 			s.cfg.Agents.AgentHeartbeat(sess.cluster, Heartbeat{Time: time.Now(), Resources: rs})
 		}
+	case *syncv1.AgentMessage_PruneBlocked:
+		b, err := decodePruneBlocked(k.PruneBlocked, sess.epoch)
+		if err != nil {
+			return err
+		}
+		sess.log.Info("agent's deletion brake holds the prune", "epoch", b.Epoch, "wouldDelete", b.WouldDelete, "held", b.Held)
+		if s.cfg.Agents != nil {
+			s.cfg.Agents.AgentPruneBlocked(sess.cluster, b)
+		}
+	case *syncv1.AgentMessage_SnapshotPruned:
+		if e := k.SnapshotPruned.GetEpoch(); e != sess.epoch {
+			return invalid("snapshot_pruned: epoch %d is not this stream's (%d)", e, sess.epoch)
+		}
+		if s.cfg.Agents != nil {
+			s.cfg.Agents.AgentPruned(sess.cluster, sess.epoch, k.SnapshotPruned.GetConfirmed())
+		}
 	case *syncv1.AgentMessage_Hello:
 		return invalid("hello may be sent only once per stream")
+	case *syncv1.AgentMessage_Refusal:
+		return invalid("refusal may only be the first message on a stream")
 	default:
 		return invalid("empty or unknown agent message")
 	}
@@ -304,6 +374,13 @@ func (sess *session) sendLoop() error {
 		select {
 		case <-sess.ctx.Done():
 			return sess.ctx.Err()
+		case <-sess.confirm:
+			msg := &syncv1.HubMessage{Kind: &syncv1.HubMessage_PruneConfirm{PruneConfirm: &syncv1.PruneConfirm{Epoch: sess.epoch}}}
+			if err := sess.send(msg, msgPruneConfirm); err != nil {
+				return err
+			}
+			sess.log.Info("sent a prune confirmation", "epoch", sess.epoch)
+			continue
 		case <-sess.queue.ready:
 		}
 		for {
@@ -339,7 +416,8 @@ func (sess *session) waitSynced() error {
 }
 
 // sendSnapshot turns what the agent holds into what the source wants,
-// sending only the difference, and ends with SnapshotComplete. Changes that
+// sending only the Works that are new or changed, and ends with
+// SnapshotComplete, which tells the agent what to prune. Changes that
 // arrive meanwhile are queued (the queue existed before the list was taken)
 // and sent after it; those already covered by the snapshot are skipped then
 // because held already matches.
@@ -374,16 +452,17 @@ func (sess *session) sendSnapshot() error {
 			upserts++
 		}
 	}
-	var gone []string
+	// Held Works the hub no longer has are not deleted one by one here:
+	// SnapshotComplete's list leaves them out, and the agent prunes them,
+	// through its deletion brake. A snapshot that drops most of what the
+	// agent runs (a hub restored from an old backup, the Work CRD deleted
+	// and created again) is then held until an admin confirms it, instead
+	// of arriving as a burst of single deletes, which pass the brake.
+	gone := 0
 	for name := range sess.held {
 		if !want[name] {
-			gone = append(gone, name)
-		}
-	}
-	slices.Sort(gone)
-	for _, name := range gone {
-		if err := sess.delete(name); err != nil {
-			return err
+			delete(sess.held, name)
+			gone++
 		}
 	}
 	msg := &syncv1.HubMessage{Kind: &syncv1.HubMessage_SnapshotComplete{SnapshotComplete: &syncv1.SnapshotComplete{Names: names}}}
@@ -391,7 +470,7 @@ func (sess *session) sendSnapshot() error {
 		return err
 	}
 	sess.snapshotSent.Store(true)
-	sess.log.Info("snapshot sent", "works", len(names), "upserts", upserts, "deletes", len(gone))
+	sess.log.Info("snapshot sent", "works", len(names), "upserts", upserts, "toPrune", gone)
 	return nil
 }
 

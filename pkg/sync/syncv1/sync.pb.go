@@ -40,6 +40,9 @@ type AgentMessage struct {
 	//	*AgentMessage_Hello
 	//	*AgentMessage_Status
 	//	*AgentMessage_Heartbeat
+	//	*AgentMessage_Refusal
+	//	*AgentMessage_PruneBlocked
+	//	*AgentMessage_SnapshotPruned
 	Kind          isAgentMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -109,13 +112,40 @@ func (x *AgentMessage) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *AgentMessage) GetRefusal() *Refusal {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentMessage_Refusal); ok {
+			return x.Refusal
+		}
+	}
+	return nil
+}
+
+func (x *AgentMessage) GetPruneBlocked() *PruneBlocked {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentMessage_PruneBlocked); ok {
+			return x.PruneBlocked
+		}
+	}
+	return nil
+}
+
+func (x *AgentMessage) GetSnapshotPruned() *SnapshotPruned {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentMessage_SnapshotPruned); ok {
+			return x.SnapshotPruned
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Kind interface {
 	isAgentMessage_Kind()
 }
 
 type AgentMessage_Hello struct {
-	// hello opens the stream; it must be the first message and is sent
-	// once.
+	// hello answers the hub's HubHello when the agent serves that fleet
+	// and cluster; it must be the agent's first message and is sent once.
 	Hello *Hello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
 }
 
@@ -129,14 +159,39 @@ type AgentMessage_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
+type AgentMessage_Refusal struct {
+	// refusal answers a HubHello from a fleet or for a cluster the agent
+	// does not serve; it is sent instead of hello, and is the agent's only
+	// message on that stream.
+	Refusal *Refusal `protobuf:"bytes,4,opt,name=refusal,proto3,oneof"`
+}
+
+type AgentMessage_PruneBlocked struct {
+	// prune_blocked says the agent's deletion brake held the prune of
+	// this stream's snapshot.
+	PruneBlocked *PruneBlocked `protobuf:"bytes,5,opt,name=prune_blocked,json=pruneBlocked,proto3,oneof"`
+}
+
+type AgentMessage_SnapshotPruned struct {
+	// snapshot_pruned says the agent pruned to this stream's snapshot.
+	SnapshotPruned *SnapshotPruned `protobuf:"bytes,6,opt,name=snapshot_pruned,json=snapshotPruned,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Kind() {}
 
 func (*AgentMessage_Status) isAgentMessage_Kind() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Kind() {}
 
+func (*AgentMessage_Refusal) isAgentMessage_Kind() {}
+
+func (*AgentMessage_PruneBlocked) isAgentMessage_Kind() {}
+
+func (*AgentMessage_SnapshotPruned) isAgentMessage_Kind() {}
+
 // Hello introduces the agent and says what it already holds, so the hub's
-// snapshot sends only what changed.
+// snapshot sends only what changed. Sending it accepts the HubHello: the
+// agent has recorded (or already had) the hub's fleet id and cluster name.
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// agent_version is the agent binary's version, shown in the
@@ -223,6 +278,209 @@ func (x *Hello) GetResourceSummary() []byte {
 	return nil
 }
 
+// Refusal says the agent will not serve this hub: the fleet id or the
+// cluster name of the HubHello differs from the ones the agent recorded
+// in its member when it first connected. It applied and deleted nothing.
+// An admin who moves the member to another hub on purpose tells the agent
+// so (its --accept-fleet-id flag, or the annotation
+// flotilla.dev/accept-fleet-id on its identity ConfigMap).
+type Refusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reason says, for a person, what differs and how to accept it.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// recorded_fleet_id is the fleet id the agent serves.
+	RecordedFleetId string `protobuf:"bytes,2,opt,name=recorded_fleet_id,json=recordedFleetId,proto3" json:"recorded_fleet_id,omitempty"`
+	// recorded_cluster_name is the cluster name the agent serves.
+	RecordedClusterName string `protobuf:"bytes,3,opt,name=recorded_cluster_name,json=recordedClusterName,proto3" json:"recorded_cluster_name,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Refusal) Reset() {
+	*x = Refusal{}
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refusal) ProtoMessage() {}
+
+func (x *Refusal) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
+func (*Refusal) Descriptor() ([]byte, []int) {
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Refusal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Refusal) GetRecordedFleetId() string {
+	if x != nil {
+		return x.RecordedFleetId
+	}
+	return ""
+}
+
+func (x *Refusal) GetRecordedClusterName() string {
+	if x != nil {
+		return x.RecordedClusterName
+	}
+	return ""
+}
+
+// PruneBlocked says the agent did not prune after a snapshot because the
+// prune would delete more of what it holds than its deletion brake
+// allows. It keeps running everything and waits for a PruneConfirm with
+// the same epoch (or a later snapshot that needs no brake).
+type PruneBlocked struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// epoch is the HubHello epoch of the snapshot whose prune is held.
+	Epoch uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// would_delete is how many applied objects the prune would delete.
+	WouldDelete int64 `protobuf:"varint,2,opt,name=would_delete,json=wouldDelete,proto3" json:"would_delete,omitempty"`
+	// held is how many applied objects the agent holds.
+	Held int64 `protobuf:"varint,3,opt,name=held,proto3" json:"held,omitempty"`
+	// works names the Works whose objects the prune would delete, sorted
+	// (at most wire.MaxBlockedWorks; the counts are complete).
+	Works         []string `protobuf:"bytes,4,rep,name=works,proto3" json:"works,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PruneBlocked) Reset() {
+	*x = PruneBlocked{}
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PruneBlocked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PruneBlocked) ProtoMessage() {}
+
+func (x *PruneBlocked) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PruneBlocked.ProtoReflect.Descriptor instead.
+func (*PruneBlocked) Descriptor() ([]byte, []int) {
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PruneBlocked) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *PruneBlocked) GetWouldDelete() int64 {
+	if x != nil {
+		return x.WouldDelete
+	}
+	return 0
+}
+
+func (x *PruneBlocked) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *PruneBlocked) GetWorks() []string {
+	if x != nil {
+		return x.Works
+	}
+	return nil
+}
+
+// SnapshotPruned says the agent pruned to the snapshot of epoch: it holds
+// what the hub wants and nothing more. It follows a prune the brake did
+// not hold, and a confirmed one.
+type SnapshotPruned struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// epoch is the HubHello epoch of the snapshot.
+	Epoch uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// confirmed says an admin's PruneConfirm released this prune.
+	Confirmed     bool `protobuf:"varint,2,opt,name=confirmed,proto3" json:"confirmed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotPruned) Reset() {
+	*x = SnapshotPruned{}
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotPruned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotPruned) ProtoMessage() {}
+
+func (x *SnapshotPruned) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotPruned.ProtoReflect.Descriptor instead.
+func (*SnapshotPruned) Descriptor() ([]byte, []int) {
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SnapshotPruned) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SnapshotPruned) GetConfirmed() bool {
+	if x != nil {
+		return x.Confirmed
+	}
+	return false
+}
+
 // HeldWork is one Work an agent has applied. The namespace is implied: it
 // is always the hub namespace of the agent's own cluster.
 type HeldWork struct {
@@ -240,7 +498,7 @@ type HeldWork struct {
 
 func (x *HeldWork) Reset() {
 	*x = HeldWork{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[2]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +510,7 @@ func (x *HeldWork) String() string {
 func (*HeldWork) ProtoMessage() {}
 
 func (x *HeldWork) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[2]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +523,7 @@ func (x *HeldWork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldWork.ProtoReflect.Descriptor instead.
 func (*HeldWork) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{2}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HeldWork) GetName() string {
@@ -308,7 +566,7 @@ type StatusReport struct {
 
 func (x *StatusReport) Reset() {
 	*x = StatusReport{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[3]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +578,7 @@ func (x *StatusReport) String() string {
 func (*StatusReport) ProtoMessage() {}
 
 func (x *StatusReport) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[3]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +591,7 @@ func (x *StatusReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReport.ProtoReflect.Descriptor instead.
 func (*StatusReport) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{3}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StatusReport) GetNamespace() string {
@@ -370,7 +628,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[4]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +640,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[4]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +653,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{4}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Heartbeat) GetResourceSummary() []byte {
@@ -415,6 +673,8 @@ type HubMessage struct {
 	//	*HubMessage_Upsert
 	//	*HubMessage_Delete
 	//	*HubMessage_SnapshotComplete
+	//	*HubMessage_HubHello
+	//	*HubMessage_PruneConfirm
 	Kind          isHubMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -422,7 +682,7 @@ type HubMessage struct {
 
 func (x *HubMessage) Reset() {
 	*x = HubMessage{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[5]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +694,7 @@ func (x *HubMessage) String() string {
 func (*HubMessage) ProtoMessage() {}
 
 func (x *HubMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[5]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +707,7 @@ func (x *HubMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HubMessage.ProtoReflect.Descriptor instead.
 func (*HubMessage) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{5}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HubMessage) GetKind() isHubMessage_Kind {
@@ -484,6 +744,24 @@ func (x *HubMessage) GetSnapshotComplete() *SnapshotComplete {
 	return nil
 }
 
+func (x *HubMessage) GetHubHello() *HubHello {
+	if x != nil {
+		if x, ok := x.Kind.(*HubMessage_HubHello); ok {
+			return x.HubHello
+		}
+	}
+	return nil
+}
+
+func (x *HubMessage) GetPruneConfirm() *PruneConfirm {
+	if x != nil {
+		if x, ok := x.Kind.(*HubMessage_PruneConfirm); ok {
+			return x.PruneConfirm
+		}
+	}
+	return nil
+}
+
 type isHubMessage_Kind interface {
 	isHubMessage_Kind()
 }
@@ -503,11 +781,153 @@ type HubMessage_SnapshotComplete struct {
 	SnapshotComplete *SnapshotComplete `protobuf:"bytes,3,opt,name=snapshot_complete,json=snapshotComplete,proto3,oneof"`
 }
 
+type HubMessage_HubHello struct {
+	// hub_hello opens the stream; it is the hub's first message and is
+	// sent once.
+	HubHello *HubHello `protobuf:"bytes,4,opt,name=hub_hello,json=hubHello,proto3,oneof"`
+}
+
+type HubMessage_PruneConfirm struct {
+	// prune_confirm releases a prune the agent's deletion brake held.
+	PruneConfirm *PruneConfirm `protobuf:"bytes,5,opt,name=prune_confirm,json=pruneConfirm,proto3,oneof"`
+}
+
 func (*HubMessage_Upsert) isHubMessage_Kind() {}
 
 func (*HubMessage_Delete) isHubMessage_Kind() {}
 
 func (*HubMessage_SnapshotComplete) isHubMessage_Kind() {}
+
+func (*HubMessage_HubHello) isHubMessage_Kind() {}
+
+func (*HubMessage_PruneConfirm) isHubMessage_Kind() {}
+
+// HubHello introduces the hub before the agent says anything about what
+// it holds, so that an agent can refuse a hub it does not serve.
+type HubHello struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// fleet_id is the hub's persistent identity: the UID of an object the
+	// hub creates once in its own namespace (ConfigMap flotilla-fleet). A
+	// hub restored from a backup or installed again has a new one. The agent
+	// records the first fleet id it serves and refuses any other.
+	FleetId string `protobuf:"bytes,1,opt,name=fleet_id,json=fleetId,proto3" json:"fleet_id,omitempty"`
+	// cluster_name is the cluster the hub takes the agent for, the one its
+	// client certificate names. The agent records it beside the fleet id and
+	// refuses a different one, so a renamed or twice-registered member
+	// cannot be told to prune another member's Works.
+	ClusterName string `protobuf:"bytes,2,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// epoch identifies this stream's snapshot. The agent names it in
+	// PruneBlocked and SnapshotPruned, and a PruneConfirm releases only the
+	// prune of the epoch it names, so a confirmation given for one snapshot
+	// never releases the prune of a later one. Epochs of one hub process
+	// increase; they start from the hub's start time, so they do not repeat
+	// across hub restarts either.
+	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HubHello) Reset() {
+	*x = HubHello{}
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HubHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HubHello) ProtoMessage() {}
+
+func (x *HubHello) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HubHello.ProtoReflect.Descriptor instead.
+func (*HubHello) Descriptor() ([]byte, []int) {
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *HubHello) GetFleetId() string {
+	if x != nil {
+		return x.FleetId
+	}
+	return ""
+}
+
+func (x *HubHello) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *HubHello) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// PruneConfirm releases the prune the agent's deletion brake held for the
+// snapshot of epoch: an admin confirmed it (the annotation
+// flotilla.dev/confirm-prune: "<epoch>" on the MemberCluster). The agent
+// prunes to what the hub wants now, not to the snapshot's list, and
+// answers with SnapshotPruned. A PruneConfirm for another epoch is
+// ignored.
+type PruneConfirm struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// epoch is the epoch of the PruneBlocked being confirmed.
+	Epoch         uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PruneConfirm) Reset() {
+	*x = PruneConfirm{}
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PruneConfirm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PruneConfirm) ProtoMessage() {}
+
+func (x *PruneConfirm) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PruneConfirm.ProtoReflect.Descriptor instead.
+func (*PruneConfirm) Descriptor() ([]byte, []int) {
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PruneConfirm) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
 
 // WorkUpsert carries the desired state of one Work.
 type WorkUpsert struct {
@@ -522,7 +942,7 @@ type WorkUpsert struct {
 
 func (x *WorkUpsert) Reset() {
 	*x = WorkUpsert{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[6]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +954,7 @@ func (x *WorkUpsert) String() string {
 func (*WorkUpsert) ProtoMessage() {}
 
 func (x *WorkUpsert) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[6]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +967,7 @@ func (x *WorkUpsert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkUpsert.ProtoReflect.Descriptor instead.
 func (*WorkUpsert) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{6}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WorkUpsert) GetWork() []byte {
@@ -568,7 +988,7 @@ type WorkDelete struct {
 
 func (x *WorkDelete) Reset() {
 	*x = WorkDelete{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[7]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +1000,7 @@ func (x *WorkDelete) String() string {
 func (*WorkDelete) ProtoMessage() {}
 
 func (x *WorkDelete) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[7]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +1013,7 @@ func (x *WorkDelete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkDelete.ProtoReflect.Descriptor instead.
 func (*WorkDelete) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{7}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WorkDelete) GetName() string {
@@ -618,7 +1038,7 @@ type SnapshotComplete struct {
 
 func (x *SnapshotComplete) Reset() {
 	*x = SnapshotComplete{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[8]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +1050,7 @@ func (x *SnapshotComplete) String() string {
 func (*SnapshotComplete) ProtoMessage() {}
 
 func (x *SnapshotComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[8]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +1063,7 @@ func (x *SnapshotComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotComplete.ProtoReflect.Descriptor instead.
 func (*SnapshotComplete) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{8}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SnapshotComplete) GetNames() []string {
@@ -657,18 +1077,33 @@ var File_pkg_sync_syncv1_sync_proto protoreflect.FileDescriptor
 
 const file_pkg_sync_syncv1_sync_proto_rawDesc = "" +
 	"\n" +
-	"\x1apkg/sync/syncv1/sync.proto\x12\x10flotilla.sync.v1\"\xbe\x01\n" +
+	"\x1apkg/sync/syncv1/sync.proto\x12\x10flotilla.sync.v1\"\x89\x03\n" +
 	"\fAgentMessage\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.flotilla.sync.v1.HelloH\x00R\x05hello\x128\n" +
 	"\x06status\x18\x02 \x01(\v2\x1e.flotilla.sync.v1.StatusReportH\x00R\x06status\x12;\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x1b.flotilla.sync.v1.HeartbeatH\x00R\theartbeatB\x06\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x1b.flotilla.sync.v1.HeartbeatH\x00R\theartbeat\x125\n" +
+	"\arefusal\x18\x04 \x01(\v2\x19.flotilla.sync.v1.RefusalH\x00R\arefusal\x12E\n" +
+	"\rprune_blocked\x18\x05 \x01(\v2\x1e.flotilla.sync.v1.PruneBlockedH\x00R\fpruneBlocked\x12K\n" +
+	"\x0fsnapshot_pruned\x18\x06 \x01(\v2 .flotilla.sync.v1.SnapshotPrunedH\x00R\x0esnapshotPrunedB\x06\n" +
 	"\x04kind\"\xd2\x01\n" +
 	"\x05Hello\x12#\n" +
 	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12-\n" +
 	"\x12kubernetes_version\x18\x03 \x01(\tR\x11kubernetesVersion\x12.\n" +
 	"\x04held\x18\x04 \x03(\v2\x1a.flotilla.sync.v1.HeldWorkR\x04held\x12)\n" +
-	"\x10resource_summary\x18\x05 \x01(\fR\x0fresourceSummary\"P\n" +
+	"\x10resource_summary\x18\x05 \x01(\fR\x0fresourceSummary\"\x81\x01\n" +
+	"\aRefusal\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12*\n" +
+	"\x11recorded_fleet_id\x18\x02 \x01(\tR\x0frecordedFleetId\x122\n" +
+	"\x15recorded_cluster_name\x18\x03 \x01(\tR\x13recordedClusterName\"q\n" +
+	"\fPruneBlocked\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12!\n" +
+	"\fwould_delete\x18\x02 \x01(\x03R\vwouldDelete\x12\x12\n" +
+	"\x04held\x18\x03 \x01(\x03R\x04held\x12\x14\n" +
+	"\x05works\x18\x04 \x03(\tR\x05works\"D\n" +
+	"\x0eSnapshotPruned\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1c\n" +
+	"\tconfirmed\x18\x02 \x01(\bR\tconfirmed\"P\n" +
 	"\bHeldWork\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x1e\n" +
@@ -680,13 +1115,21 @@ const file_pkg_sync_syncv1_sync_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x03 \x01(\fR\x06status\"6\n" +
 	"\tHeartbeat\x12)\n" +
-	"\x10resource_summary\x18\x01 \x01(\fR\x0fresourceSummary\"\xd7\x01\n" +
+	"\x10resource_summary\x18\x01 \x01(\fR\x0fresourceSummary\"\xd9\x02\n" +
 	"\n" +
 	"HubMessage\x126\n" +
 	"\x06upsert\x18\x01 \x01(\v2\x1c.flotilla.sync.v1.WorkUpsertH\x00R\x06upsert\x126\n" +
 	"\x06delete\x18\x02 \x01(\v2\x1c.flotilla.sync.v1.WorkDeleteH\x00R\x06delete\x12Q\n" +
-	"\x11snapshot_complete\x18\x03 \x01(\v2\".flotilla.sync.v1.SnapshotCompleteH\x00R\x10snapshotCompleteB\x06\n" +
-	"\x04kind\" \n" +
+	"\x11snapshot_complete\x18\x03 \x01(\v2\".flotilla.sync.v1.SnapshotCompleteH\x00R\x10snapshotComplete\x129\n" +
+	"\thub_hello\x18\x04 \x01(\v2\x1a.flotilla.sync.v1.HubHelloH\x00R\bhubHello\x12E\n" +
+	"\rprune_confirm\x18\x05 \x01(\v2\x1e.flotilla.sync.v1.PruneConfirmH\x00R\fpruneConfirmB\x06\n" +
+	"\x04kind\"^\n" +
+	"\bHubHello\x12\x19\n" +
+	"\bfleet_id\x18\x01 \x01(\tR\afleetId\x12!\n" +
+	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"$\n" +
+	"\fPruneConfirm\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\" \n" +
 	"\n" +
 	"WorkUpsert\x12\x12\n" +
 	"\x04work\x18\x01 \x01(\fR\x04work\" \n" +
@@ -710,33 +1153,43 @@ func file_pkg_sync_syncv1_sync_proto_rawDescGZIP() []byte {
 	return file_pkg_sync_syncv1_sync_proto_rawDescData
 }
 
-var file_pkg_sync_syncv1_sync_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_pkg_sync_syncv1_sync_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_pkg_sync_syncv1_sync_proto_goTypes = []any{
 	(*AgentMessage)(nil),     // 0: flotilla.sync.v1.AgentMessage
 	(*Hello)(nil),            // 1: flotilla.sync.v1.Hello
-	(*HeldWork)(nil),         // 2: flotilla.sync.v1.HeldWork
-	(*StatusReport)(nil),     // 3: flotilla.sync.v1.StatusReport
-	(*Heartbeat)(nil),        // 4: flotilla.sync.v1.Heartbeat
-	(*HubMessage)(nil),       // 5: flotilla.sync.v1.HubMessage
-	(*WorkUpsert)(nil),       // 6: flotilla.sync.v1.WorkUpsert
-	(*WorkDelete)(nil),       // 7: flotilla.sync.v1.WorkDelete
-	(*SnapshotComplete)(nil), // 8: flotilla.sync.v1.SnapshotComplete
+	(*Refusal)(nil),          // 2: flotilla.sync.v1.Refusal
+	(*PruneBlocked)(nil),     // 3: flotilla.sync.v1.PruneBlocked
+	(*SnapshotPruned)(nil),   // 4: flotilla.sync.v1.SnapshotPruned
+	(*HeldWork)(nil),         // 5: flotilla.sync.v1.HeldWork
+	(*StatusReport)(nil),     // 6: flotilla.sync.v1.StatusReport
+	(*Heartbeat)(nil),        // 7: flotilla.sync.v1.Heartbeat
+	(*HubMessage)(nil),       // 8: flotilla.sync.v1.HubMessage
+	(*HubHello)(nil),         // 9: flotilla.sync.v1.HubHello
+	(*PruneConfirm)(nil),     // 10: flotilla.sync.v1.PruneConfirm
+	(*WorkUpsert)(nil),       // 11: flotilla.sync.v1.WorkUpsert
+	(*WorkDelete)(nil),       // 12: flotilla.sync.v1.WorkDelete
+	(*SnapshotComplete)(nil), // 13: flotilla.sync.v1.SnapshotComplete
 }
 var file_pkg_sync_syncv1_sync_proto_depIdxs = []int32{
-	1, // 0: flotilla.sync.v1.AgentMessage.hello:type_name -> flotilla.sync.v1.Hello
-	3, // 1: flotilla.sync.v1.AgentMessage.status:type_name -> flotilla.sync.v1.StatusReport
-	4, // 2: flotilla.sync.v1.AgentMessage.heartbeat:type_name -> flotilla.sync.v1.Heartbeat
-	2, // 3: flotilla.sync.v1.Hello.held:type_name -> flotilla.sync.v1.HeldWork
-	6, // 4: flotilla.sync.v1.HubMessage.upsert:type_name -> flotilla.sync.v1.WorkUpsert
-	7, // 5: flotilla.sync.v1.HubMessage.delete:type_name -> flotilla.sync.v1.WorkDelete
-	8, // 6: flotilla.sync.v1.HubMessage.snapshot_complete:type_name -> flotilla.sync.v1.SnapshotComplete
-	0, // 7: flotilla.sync.v1.Sync.Connect:input_type -> flotilla.sync.v1.AgentMessage
-	5, // 8: flotilla.sync.v1.Sync.Connect:output_type -> flotilla.sync.v1.HubMessage
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	1,  // 0: flotilla.sync.v1.AgentMessage.hello:type_name -> flotilla.sync.v1.Hello
+	6,  // 1: flotilla.sync.v1.AgentMessage.status:type_name -> flotilla.sync.v1.StatusReport
+	7,  // 2: flotilla.sync.v1.AgentMessage.heartbeat:type_name -> flotilla.sync.v1.Heartbeat
+	2,  // 3: flotilla.sync.v1.AgentMessage.refusal:type_name -> flotilla.sync.v1.Refusal
+	3,  // 4: flotilla.sync.v1.AgentMessage.prune_blocked:type_name -> flotilla.sync.v1.PruneBlocked
+	4,  // 5: flotilla.sync.v1.AgentMessage.snapshot_pruned:type_name -> flotilla.sync.v1.SnapshotPruned
+	5,  // 6: flotilla.sync.v1.Hello.held:type_name -> flotilla.sync.v1.HeldWork
+	11, // 7: flotilla.sync.v1.HubMessage.upsert:type_name -> flotilla.sync.v1.WorkUpsert
+	12, // 8: flotilla.sync.v1.HubMessage.delete:type_name -> flotilla.sync.v1.WorkDelete
+	13, // 9: flotilla.sync.v1.HubMessage.snapshot_complete:type_name -> flotilla.sync.v1.SnapshotComplete
+	9,  // 10: flotilla.sync.v1.HubMessage.hub_hello:type_name -> flotilla.sync.v1.HubHello
+	10, // 11: flotilla.sync.v1.HubMessage.prune_confirm:type_name -> flotilla.sync.v1.PruneConfirm
+	0,  // 12: flotilla.sync.v1.Sync.Connect:input_type -> flotilla.sync.v1.AgentMessage
+	8,  // 13: flotilla.sync.v1.Sync.Connect:output_type -> flotilla.sync.v1.HubMessage
+	13, // [13:14] is the sub-list for method output_type
+	12, // [12:13] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_pkg_sync_syncv1_sync_proto_init() }
@@ -748,11 +1201,16 @@ func file_pkg_sync_syncv1_sync_proto_init() {
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Status)(nil),
 		(*AgentMessage_Heartbeat)(nil),
+		(*AgentMessage_Refusal)(nil),
+		(*AgentMessage_PruneBlocked)(nil),
+		(*AgentMessage_SnapshotPruned)(nil),
 	}
-	file_pkg_sync_syncv1_sync_proto_msgTypes[5].OneofWrappers = []any{
+	file_pkg_sync_syncv1_sync_proto_msgTypes[8].OneofWrappers = []any{
 		(*HubMessage_Upsert)(nil),
 		(*HubMessage_Delete)(nil),
 		(*HubMessage_SnapshotComplete)(nil),
+		(*HubMessage_HubHello)(nil),
+		(*HubMessage_PruneConfirm)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -760,7 +1218,7 @@ func file_pkg_sync_syncv1_sync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pkg_sync_syncv1_sync_proto_rawDesc), len(file_pkg_sync_syncv1_sync_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

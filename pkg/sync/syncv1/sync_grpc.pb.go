@@ -40,13 +40,19 @@ type SyncClient interface {
 	// agent's cluster is the one named by its client certificate (URI SAN
 	// flotilla://cluster/<name>); no message field can change it.
 	//
-	// The agent sends Hello first, then StatusReports and Heartbeats in any
-	// order. The hub answers Hello with a snapshot: WorkUpserts and
-	// WorkDeletes that turn what the agent holds into what the hub wants,
-	// ended by one SnapshotComplete. After that it streams every change as
-	// WorkUpserts and WorkDeletes, coalesced per Work (the latest state wins).
-	// A newer stream for the same cluster replaces an older one, which ends
-	// with ABORTED.
+	// The hub sends HubHello first: which fleet (hub) it is, which cluster
+	// it takes the agent for, and the epoch of this stream's snapshot. An
+	// agent that serves another fleet or cluster answers with one Refusal
+	// and closes the stream, having applied and deleted nothing; the hub
+	// then ends the stream with FAILED_PRECONDITION. Otherwise the agent
+	// sends Hello, then StatusReports, Heartbeats and prune reports
+	// (PruneBlocked, SnapshotPruned) in any order. The hub answers Hello with
+	// a snapshot: WorkUpserts and WorkDeletes that turn what the agent holds
+	// into what the hub wants, ended by one SnapshotComplete. After that it
+	// streams every change as WorkUpserts and WorkDeletes, coalesced per
+	// Work (the latest state wins), and a PruneConfirm when an admin confirms
+	// a prune the agent's deletion brake held. A newer stream for the same
+	// cluster replaces an older one, which ends with ABORTED.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AgentMessage, HubMessage], error)
 }
 
@@ -81,13 +87,19 @@ type SyncServer interface {
 	// agent's cluster is the one named by its client certificate (URI SAN
 	// flotilla://cluster/<name>); no message field can change it.
 	//
-	// The agent sends Hello first, then StatusReports and Heartbeats in any
-	// order. The hub answers Hello with a snapshot: WorkUpserts and
-	// WorkDeletes that turn what the agent holds into what the hub wants,
-	// ended by one SnapshotComplete. After that it streams every change as
-	// WorkUpserts and WorkDeletes, coalesced per Work (the latest state wins).
-	// A newer stream for the same cluster replaces an older one, which ends
-	// with ABORTED.
+	// The hub sends HubHello first: which fleet (hub) it is, which cluster
+	// it takes the agent for, and the epoch of this stream's snapshot. An
+	// agent that serves another fleet or cluster answers with one Refusal
+	// and closes the stream, having applied and deleted nothing; the hub
+	// then ends the stream with FAILED_PRECONDITION. Otherwise the agent
+	// sends Hello, then StatusReports, Heartbeats and prune reports
+	// (PruneBlocked, SnapshotPruned) in any order. The hub answers Hello with
+	// a snapshot: WorkUpserts and WorkDeletes that turn what the agent holds
+	// into what the hub wants, ended by one SnapshotComplete. After that it
+	// streams every change as WorkUpserts and WorkDeletes, coalesced per
+	// Work (the latest state wins), and a PruneConfirm when an admin confirms
+	// a prune the agent's deletion brake held. A newer stream for the same
+	// cluster replaces an older one, which ends with ABORTED.
 	Connect(grpc.BidiStreamingServer[AgentMessage, HubMessage]) error
 	mustEmbedUnimplementedSyncServer()
 }

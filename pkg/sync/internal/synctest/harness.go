@@ -17,6 +17,10 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
 )
 
+// FleetID is the fleet id StartHub gives its server unless configure
+// changes it.
+const FleetID = "fleet-test"
+
 // Hub is a sync server on loopback with in-memory fakes behind it.
 type Hub struct {
 	Server   *server.Server
@@ -38,6 +42,7 @@ func StartHub(t testing.TB, p *PKI, clusters []string, configure func(*server.Co
 		Registry: prometheus.NewRegistry(),
 	}
 	cfg := server.Config{
+		FleetID:    FleetID,
 		Works:      h.Works,
 		Clusters:   h.Clusters,
 		Status:     h.Sink,
@@ -72,10 +77,11 @@ func StartHub(t testing.TB, p *PKI, clusters []string, configure func(*server.Co
 
 // Agent is a sync client running against a hub.
 type Agent struct {
-	Client  *client.Client
-	Applier *Applier
-	cancel  context.CancelFunc
-	done    chan error
+	Client   *client.Client
+	Applier  *Applier
+	Identity *Identity
+	cancel   context.CancelFunc
+	done     chan error
 }
 
 // StartAgent runs cluster's agent against addr until Stop or the end of
@@ -83,11 +89,12 @@ type Agent struct {
 // nil, may change the configuration first.
 func StartAgent(t testing.TB, p *PKI, cluster, addr string, configure func(*client.Config)) *Agent {
 	t.Helper()
-	a := &Agent{Applier: NewApplier(), done: make(chan error, 1)}
+	a := &Agent{Applier: NewApplier(), Identity: &Identity{}, done: make(chan error, 1)}
 	cfg := client.Config{
 		Address:           addr,
 		TLS:               p.ClientTLS(t, cluster),
 		Applier:           a.Applier,
+		Identity:          a.Identity,
 		AgentVersion:      "test",
 		Instance:          cluster + "-0",
 		InitialBackoff:    10 * time.Millisecond,

@@ -292,7 +292,9 @@ type Sink struct {
 	reports    int
 	heartbeats map[string]int
 	connected  map[string]server.AgentInfo
-	events     []string // "connect <cluster>" / "disconnect <cluster>"
+	events     []string // "connect <cluster>" / "disconnect <cluster>" / "refused <cluster>" / "pruned <cluster> <epoch>"
+	refusals   map[string]server.Refusal
+	blocked    map[string]server.PruneBlocked
 }
 
 var (
@@ -306,7 +308,48 @@ func NewSink() *Sink {
 		status:     make(map[string]map[string]*v1alpha1.WorkStatus),
 		heartbeats: make(map[string]int),
 		connected:  make(map[string]server.AgentInfo),
+		refusals:   make(map[string]server.Refusal),
+		blocked:    make(map[string]server.PruneBlocked),
 	}
+}
+
+// AgentRefused implements server.AgentSink.
+func (s *Sink) AgentRefused(cluster string, r server.Refusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusals[cluster] = r
+	s.events = append(s.events, "refused "+cluster)
+}
+
+// AgentPruneBlocked implements server.AgentSink.
+func (s *Sink) AgentPruneBlocked(cluster string, b server.PruneBlocked) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blocked[cluster] = b
+}
+
+// AgentPruned implements server.AgentSink.
+func (s *Sink) AgentPruned(cluster string, epoch uint64, confirmed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.blocked, cluster)
+	s.events = append(s.events, fmt.Sprintf("pruned %s confirmed=%v", cluster, confirmed))
+}
+
+// Refusal returns the last refusal by an agent of cluster.
+func (s *Sink) Refusal(cluster string) (server.Refusal, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.refusals[cluster]
+	return r, ok
+}
+
+// PruneBlocked returns the prune cluster's agent holds, if any.
+func (s *Sink) PruneBlocked(cluster string) (server.PruneBlocked, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.blocked[cluster]
+	return b, ok
 }
 
 // WorkStatus implements server.StatusSink.
@@ -390,7 +433,10 @@ type Applier struct {
 	// counts the calls that failed.
 	failPrune     bool
 	pruneFailures int
-	report        func(name string, st *v1alpha1.WorkStatus)
+	// brake, when above zero, holds an unconfirmed prune that would
+	// delete more than brake Works, as pkg/apply's deletion brake does.
+	brake  int
+	report func(name string, st *v1alpha1.WorkStatus)
 }
 
 var _ client.Applier = (*Applier)(nil)
@@ -427,6 +473,14 @@ func (a *Applier) PruneFailures() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.pruneFailures
+}
+
+// Brake makes SnapshotComplete refuse, with a *client.PruneBlockedError,
+// an unconfirmed prune that would delete more than max Works.
+func (a *Applier) Brake(max int) {
+	a.mu.Lock()
+	a.brake = max
+	a.mu.Unlock()
 }
 
 // Stall makes every call block until Release (or its context ends).
@@ -530,7 +584,7 @@ func (a *Applier) Delete(ctx context.Context, name string) error {
 }
 
 // SnapshotComplete implements client.Applier.
-func (a *Applier) SnapshotComplete(ctx context.Context, keep []string) error {
+func (a *Applier) SnapshotComplete(ctx context.Context, keep []string, confirmed bool) error {
 	if err := a.wait(ctx); err != nil {
 		return err
 	}
@@ -544,13 +598,26 @@ func (a *Applier) SnapshotComplete(ctx context.Context, keep []string) error {
 	for _, n := range keep {
 		want[n] = true
 	}
+	var gone []string
 	for name := range a.held {
 		if !want[name] {
-			delete(a.held, name)
+			gone = append(gone, name)
 		}
 	}
+	slices.Sort(gone)
+	if a.brake > 0 && !confirmed && len(gone) > a.brake {
+		a.log = append(a.log, fmt.Sprintf("brake %d", len(gone)))
+		return fmt.Errorf("pruning: %w", &client.PruneBlockedError{WouldDelete: len(gone), Held: len(a.held), Works: gone})
+	}
+	for _, name := range gone {
+		delete(a.held, name)
+	}
 	a.snapshots++
-	a.log = append(a.log, fmt.Sprintf("snapshot %d", len(keep)))
+	if confirmed {
+		a.log = append(a.log, fmt.Sprintf("confirmed snapshot %d", len(keep)))
+	} else {
+		a.log = append(a.log, fmt.Sprintf("snapshot %d", len(keep)))
+	}
 	return nil
 }
 
@@ -619,6 +686,57 @@ func Diff(want, got map[string]int64) string {
 		diffs = append(diffs[:5], fmt.Sprintf("and %d more", len(diffs)-5))
 	}
 	return strings.Join(diffs, "; ")
+}
+
+// Identity is an in-memory client.Identity, standing in for the agent's
+// identity ConfigMap: it follows client.DecideIdentity.
+type Identity struct {
+	mu       sync.Mutex
+	recorded *client.FleetRecord
+	accept   string
+}
+
+var _ client.Identity = (*Identity)(nil)
+
+// Admit implements client.Identity.
+func (i *Identity) Admit(_ context.Context, fleetID, cluster string) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	offered := client.FleetRecord{FleetID: fleetID, Cluster: cluster}
+	write, err := client.DecideIdentity(i.recorded, offered, i.accept)
+	if err != nil {
+		return err
+	}
+	if write {
+		i.recorded = &offered
+		i.accept = ""
+	}
+	return nil
+}
+
+// Record sets the record, as an earlier run would have.
+func (i *Identity) Record(fleetID, cluster string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.recorded = &client.FleetRecord{FleetID: fleetID, Cluster: cluster}
+}
+
+// Accept re-points the agent on purpose, like --accept-fleet-id.
+func (i *Identity) Accept(fleetID string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.accept = fleetID
+}
+
+// Recorded returns the record, nil when there is none.
+func (i *Identity) Recorded() *client.FleetRecord {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.recorded == nil {
+		return nil
+	}
+	r := *i.recorded
+	return &r
 }
 
 // Proxy forwards TCP connections on loopback to a target and can cut them

@@ -23,6 +23,12 @@ const (
 	MaxHeldWorks = 100_000
 	// MaxLabelLength bounds free-form strings such as the agent version.
 	MaxLabelLength = 256
+	// MaxReasonLength bounds an explanation meant for a person, such as
+	// a refusal's reason.
+	MaxReasonLength = 1024
+	// MaxBlockedWorks bounds the Works a PruneBlocked names; the agent
+	// names the first ones and the counts say how many there are.
+	MaxBlockedWorks = 100
 	// maxUIDLength is generous for a UUID, which is what apiservers use.
 	maxUIDLength = 128
 )
@@ -50,6 +56,18 @@ func ValidateUID(uid string) error {
 func ValidateLabel(field, s string) error {
 	if len(s) > MaxLabelLength {
 		return fmt.Errorf("%s is longer than %d characters", field, MaxLabelLength)
+	}
+	return nil
+}
+
+// ValidateFleetID checks a fleet id as a peer sent it: the UID of the
+// hub's identity object.
+func ValidateFleetID(id string) error {
+	if id == "" {
+		return errors.New("fleet id is empty")
+	}
+	if len(id) > maxUIDLength {
+		return fmt.Errorf("fleet id is longer than %d characters", maxUIDLength)
 	}
 	return nil
 }
