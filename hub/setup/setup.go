@@ -51,6 +51,10 @@ type Options struct {
 	LeaderElection          bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
+	// Namespace is the hub's own namespace, which holds its fleet identity
+	// (ConfigMap flotilla-fleet). Empty means LeaderElectionNamespace,
+	// else $POD_NAMESPACE, else flotilla-system.
+	Namespace string
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz
 	// ("0" disables).
 	MetricsAddr, ProbeAddr string
@@ -170,12 +174,14 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the MyApp controller: %w", err)
 	}
-	if err := (&membercluster.Reconciler{
+	mcReconciler := &membercluster.Reconciler{
 		Client:                 mgr.GetClient(),
 		Tracker:                tracker,
+		Recorder:               mgr.GetEventRecorder("flotilla-hub"),
 		Grace:                  opts.HeartbeatGrace,
 		HeartbeatWriteInterval: opts.HeartbeatWriteInterval,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := mcReconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the MemberCluster controller: %w", err)
 	}
 	if opts.WebhookAddr != "" {
@@ -224,7 +230,11 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		}
 		source.Notify(srv.WorkChanged)
 		hub.Sync = srv
-		if err := mgr.Add(&syncRunnable{srv: srv, addr: opts.SyncAddr, onListening: opts.OnSyncListening}); err != nil {
+		mcReconciler.Prunes = srv
+		fleet := func(ctx context.Context) (string, error) {
+			return ensureFleetID(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
+		}
+		if err := mgr.Add(&syncRunnable{srv: srv, addr: opts.SyncAddr, onListening: opts.OnSyncListening, fleetID: fleet, log: opts.Logger}); err != nil {
 			return nil, err
 		}
 	}
@@ -245,11 +255,26 @@ type syncRunnable struct {
 	srv         *syncserver.Server
 	addr        string
 	onListening func(string)
+	// fleetID reads (or creates) the hub's fleet identity; agents are
+	// served only once it is known.
+	fleetID func(ctx context.Context) (string, error)
+	log     logr.Logger
 }
 
 func (r *syncRunnable) NeedLeaderElection() bool { return true }
 
 func (r *syncRunnable) Start(ctx context.Context) error {
+	// The fleet identity is read (and created the first time) by the
+	// leader, before any agent is served.
+	id, err := r.fleetID(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("reading the hub's fleet identity: %w", err)
+	}
+	r.srv.SetFleetID(id)
+	r.log.Info("serving agents as fleet", "fleetID", id)
 	lis, err := net.Listen("tcp", r.addr)
 	if err != nil {
 		return fmt.Errorf("listening for agents on %s: %w", r.addr, err)

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,11 +39,26 @@ const (
 // +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create
 
+// PruneConfirmer sends an admin's prune confirmation to a member's agent;
+// the sync server is one.
+type PruneConfirmer interface {
+	// ConfirmPrune reports whether the confirmation of epoch is on its way
+	// to cluster's agent (false: the agent's current stream has another
+	// snapshot).
+	ConfirmPrune(cluster string, epoch uint64) bool
+}
+
 // Reconciler keeps MemberCluster health up to date.
 type Reconciler struct {
 	Client  client.Client
 	Tracker *Tracker
 	Clock   clock.PassiveClock
+	// Recorder emits events on MemberClusters (an agent refusing this
+	// hub, a prune held by an agent's deletion brake, a confirmation
+	// sent); nil emits none.
+	Recorder events.EventRecorder
+	// Prunes sends prune confirmations to agents; nil sends none.
+	Prunes PruneConfirmer
 	// Grace is the heartbeat grace period (DefaultGrace when zero).
 	Grace time.Duration
 	// HeartbeatWriteInterval bounds heartbeat-only status writes
@@ -80,6 +96,10 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	mc := &flotillav1.MemberCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			pruneBlocked.DeleteLabelValues(req.Name)
+			fleetMismatch.DeleteLabelValues(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !mc.DeletionTimestamp.IsZero() {
@@ -112,6 +132,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	readyBefore := meta.FindStatusCondition(mc.Status.Conditions, flotillav1.ConditionReady)
 	meta.SetStatusCondition(&mc.Status.Conditions, h.ready)
 	meta.SetStatusCondition(&mc.Status.Conditions, h.connected)
+	if c := computePruneBlocked(mc.Name, agent, known); c != nil {
+		meta.SetStatusCondition(&mc.Status.Conditions, *c)
+	}
+	r.confirmPrune(mc, agent)
 	if known {
 		if agent.connected {
 			mc.Status.Agent = &flotillav1.AgentInfo{Version: agent.info.Version, Identity: agent.info.Identity, Instance: agent.info.Instance}
@@ -141,6 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if readyBefore == nil || readyBefore.Status != h.ready.Status {
 		r.exportReadiness(ctx)
 	}
+	r.reportSafety(before, mc)
 
 	requeue := h.recheckAfter
 	if h.healthy && known {
@@ -150,6 +175,46 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// confirmPrune sends the agent the confirmation an admin gave with the
+// confirm-prune annotation, once per held prune.
+func (r *Reconciler) confirmPrune(mc *flotillav1.MemberCluster, agent agentState) {
+	epoch, due := confirmDue(mc.Annotations, agent)
+	if !due || r.Prunes == nil {
+		return
+	}
+	if r.Prunes.ConfirmPrune(mc.Name, epoch) {
+		r.Tracker.markConfirmSent(mc.Name, epoch)
+		r.event(mc, corev1.EventTypeNormal, "PruneConfirmed", "ConfirmPrune",
+			"sent the agent the confirmation of the prune held after snapshot %d", epoch)
+	}
+}
+
+// reportSafety emits events and metrics for the conditions an admin must
+// act on: an agent refusing this hub, and a prune held by the brake.
+func (r *Reconciler) reportSafety(before, after *flotillav1.MemberCluster) {
+	connBefore := meta.FindStatusCondition(before.Status.Conditions, flotillav1.ConditionConnected)
+	connAfter := meta.FindStatusCondition(after.Status.Conditions, flotillav1.ConditionConnected)
+	mismatch := connAfter != nil && connAfter.Reason == flotillav1.ReasonFleetMismatch
+	if mismatch && (connBefore == nil || connBefore.Reason != connAfter.Reason || connBefore.Message != connAfter.Message) {
+		r.event(after, corev1.EventTypeWarning, flotillav1.ReasonFleetMismatch, "RefuseHub", "%s", connAfter.Message)
+	}
+	fleetMismatch.WithLabelValues(after.Name).Set(boolGauge(mismatch))
+
+	pbBefore := meta.FindStatusCondition(before.Status.Conditions, flotillav1.ConditionPruneBlocked)
+	pbAfter := meta.FindStatusCondition(after.Status.Conditions, flotillav1.ConditionPruneBlocked)
+	blocked := pbAfter != nil && pbAfter.Status == metav1.ConditionTrue
+	if blocked && (pbBefore == nil || pbBefore.Status != metav1.ConditionTrue || pbBefore.Message != pbAfter.Message) {
+		r.event(after, corev1.EventTypeWarning, flotillav1.ConditionPruneBlocked, "HoldPrune", "%s", pbAfter.Message)
+	}
+	pruneBlocked.WithLabelValues(after.Name).Set(boolGauge(blocked))
+}
+
+func (r *Reconciler) event(mc *flotillav1.MemberCluster, typ, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(mc, nil, typ, reason, action, format, args...)
+	}
 }
 
 // ensureNamespace creates flotilla-cluster-<name>, once per process.

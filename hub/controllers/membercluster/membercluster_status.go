@@ -2,6 +2,8 @@ package membercluster
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +61,11 @@ func computeHealth(in healthInput) healthOutput {
 	case in.known && in.agent.connected:
 		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionTrue,
 			Reason: flotillav1.ReasonStreamOpen, Message: fmt.Sprintf("agent %s connected from %s", in.agent.info.Instance, in.agent.info.Peer)}
+	case in.known && in.agent.refusal != nil:
+		r := in.agent.refusal
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionFalse,
+			Reason:  flotillav1.ReasonFleetMismatch,
+			Message: fmt.Sprintf("the agent (from %s) refused this hub and applies nothing from it: %s", r.Peer, r.Reason)}
 	case in.known:
 		msg := "the agent's stream ended"
 		if in.agent.disconnectReason != "" {
@@ -107,6 +114,44 @@ func computeHealth(in healthInput) healthOutput {
 		Reason:  flotillav1.ReasonHeartbeatMissed,
 		Message: fmt.Sprintf("no heartbeat since %s (grace period %s)", last.UTC().Format(time.RFC3339), in.grace)}
 	return out
+}
+
+// computePruneBlocked decides the PruneBlocked condition from what this
+// process heard of the agent's prunes; nil leaves the condition as it is
+// (a hub that just started heard nothing yet, and the agent reports again
+// on its next snapshot).
+func computePruneBlocked(cluster string, agent agentState, known bool) *metav1.Condition {
+	if !known || !agent.pruneHeard {
+		return nil
+	}
+	if b := agent.blocked; b != nil {
+		works := strings.Join(b.Works, ", ")
+		if int64(len(b.Works)) < b.WouldDelete && len(b.Works) > 0 {
+			works += ", ..."
+		}
+		return &metav1.Condition{Type: flotillav1.ConditionPruneBlocked, Status: metav1.ConditionTrue,
+			Reason: flotillav1.ReasonAwaitingPruneConfirmation,
+			Message: fmt.Sprintf("the agent's deletion brake holds the prune after snapshot %d: it would delete %d of the %d objects the member runs (Works: %s), and nothing was deleted. "+
+				"If these deletions are intended, confirm with: kubectl annotate membercluster %s %s=%d --overwrite",
+				b.Epoch, b.WouldDelete, b.Held, works, cluster, flotillav1.AnnotationConfirmPrune, b.Epoch)}
+	}
+	return &metav1.Condition{Type: flotillav1.ConditionPruneBlocked, Status: metav1.ConditionFalse,
+		Reason: flotillav1.ReasonPruned, Message: "the agent pruned to its latest snapshot"}
+}
+
+// confirmDue says whether the prune the agent holds should be confirmed
+// now: the MemberCluster's confirm annotation names its epoch, and it was
+// not confirmed already.
+func confirmDue(annotations map[string]string, agent agentState) (uint64, bool) {
+	b := agent.blocked
+	if b == nil || agent.confirmSent == b.Epoch {
+		return 0, false
+	}
+	v, ok := annotations[flotillav1.AnnotationConfirmPrune]
+	if !ok || strings.TrimSpace(v) != strconv.FormatUint(b.Epoch, 10) {
+		return 0, false
+	}
+	return b.Epoch, true
 }
 
 // withUnreachableTaint returns taints with the unreachable taint present
