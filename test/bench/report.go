@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/flotilla-dev/flotilla/test/fleet"
 )
 
 // series is one figure's samples.
@@ -174,4 +176,77 @@ func describeMachine(root string) machine {
 		}
 	}
 	return m
+}
+
+// metrics is a scrape of histogram sums and counts by metric name.
+type metrics map[string]float64
+
+func scrapeHub(f *fleet.Fleet) metrics {
+	out := metrics{}
+	for _, line := range strings.Split(fleet.Scrape(f.HubMetricsAddr()), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || !(strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count")) || strings.Contains(name, "{") {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(value), "%g", &v); err == nil {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// delta returns how much histogram name's sum and count grew since before.
+func (m metrics) delta(before metrics, name string) (sum float64, count int) {
+	return m[name+"_sum"] - before[name+"_sum"], int(m[name+"_count"] - before[name+"_count"])
+}
+
+// report renders the markdown report.
+func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) string {
+	var s strings.Builder
+	n := len(b.members)
+	fmt.Fprintf(&s, "## Flotilla end-to-end latency, hub + %d members\n\n", n)
+	fmt.Fprintf(&s, "- machine: %d CPUs (%s), %s memory; Go %s\n", mach.cpus, mach.model, mach.memory, mach.goVer)
+	fmt.Fprintf(&s, "- commit %s; hub and agent built from %s\n", mach.commit, mach.built)
+	fmt.Fprintf(&s, "- started %s, took %s; load average (1, 5, 15 min) at start %s, at end %s; %s\n",
+		mach.started.UTC().Format(time.RFC3339), time.Since(mach.started).Round(time.Second), loadStart, loadEnd, b.load.summary())
+	fmt.Fprintf(&s, "- testbed: real etcd, kube-apiserver, controller-manager, scheduler and kwok per cluster; hub and one agent per member as processes; hub --heartbeat-grace %s, agent heartbeat 1s\n", b.opts.grace)
+	fmt.Fprintf(&s, "- MyApp: Duplicated, %d replicas in each member, a fresh MyApp per run; the failover MyApp: Divided, static weights 1:...:1 of %d, tolerationSeconds %d, failback window 1 s\n",
+		replicasPerMember, 2*n, b.opts.toleration)
+	fmt.Fprintf(&s, "- each phase starts with one warm-up run that is not counted; percentiles are nearest-rank, so with fewer than 100 runs p99 is the slowest run\n")
+	if k := b.flaps.Load(); k > 0 {
+		fmt.Fprintf(&s, "- warning: members left Ready %d times during the propagation runs (heartbeat grace %s on a loaded machine)\n", k, b.opts.grace)
+	}
+	if len(b.orphans) > 0 {
+		fmt.Fprintf(&s, "- warning: %d member Deployments stayed after their MyApp and Works were gone (an agent applied them again after deleting them) and were deleted by the benchmark: %s\n",
+			len(b.orphans), strings.Join(b.orphans, ", "))
+	}
+	if len(b.incidents) > 0 {
+		fmt.Fprintf(&s, "- testbed incidents (the member was restarted and that run's failback time not counted): %s\n", strings.Join(b.incidents, "; "))
+	}
+	if runErr != nil {
+		fmt.Fprintf(&s, "- the benchmark stopped early: %v\n", runErr)
+	}
+	s.WriteString("\n")
+	s.WriteString(table([]*series{&b.prop, &b.propReady, &b.status, &b.spec, &b.failRaw, &b.failNet, &b.direct, &b.directReady}))
+	s.WriteString("\n### Where propagation's time goes\n\n")
+	s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency}))
+	if len(b.writesPerRun) > 0 {
+		var parts []string
+		for k := 0; k <= 10; k++ {
+			if c := b.writesPerRun[k]; c > 0 {
+				parts = append(parts, fmt.Sprintf("%d runs with %d", c, k))
+			}
+		}
+		fmt.Fprintf(&s, "\nWorks-written observations per run (a reconcile that wrote Works): %s.\n", strings.Join(parts, ", "))
+	}
+	if len(b.failRaw.samples) > 0 {
+		s.WriteString("\n### Where failover's time goes\n\n")
+		s.WriteString("The first four rows after the call add up to the raw failover time.\n\n")
+		s.WriteString(table([]*series{&b.fStopCall, &b.fDisconnected, &b.fTaint, &b.fWorks, &b.fReady, &b.fNotReady, &b.fFailback}))
+	}
+	return s.String()
 }
