@@ -327,6 +327,20 @@ func (kp *KeyPair) IssueAgent(cluster string, validity time.Duration) (*KeyPair,
 	return issue(tmpl, kp, validity)
 }
 
+// Issue signs a leaf certificate with a new key for what tmpl says:
+// subject, names and key usages. It sets the serial number and the
+// validity itself (never past the CA's own) and leaves tmpl unchanged. A
+// zero validity means DefaultLeafValidity. IssueHub and IssueAgent make
+// Flotilla's own certificates; Issue is for the others the same CA code
+// serves, such as the testbed's apiserver and admin certificates.
+func (kp *KeyPair) Issue(tmpl *x509.Certificate, validity time.Duration) (*KeyPair, error) {
+	if tmpl.IsCA {
+		return nil, fmt.Errorf("issuing %q: Issue makes leaf certificates, NewCA makes CAs", tmpl.Subject.CommonName)
+	}
+	leaf := *tmpl
+	return issue(&leaf, kp, validity)
+}
+
 // issue signs tmpl with parent, or self-signs it when parent is nil.
 func issue(tmpl *x509.Certificate, parent *KeyPair, validity time.Duration) (*KeyPair, error) {
 	if validity == 0 {

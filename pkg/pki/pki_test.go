@@ -3,6 +3,7 @@ package pki
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"net"
 	"net/url"
 	"os"
@@ -51,6 +52,48 @@ func TestIssueAndVerifyAgent(t *testing.T) {
 	}
 	if _, err := VerifyAgent(nil, roots, time.Now()); err == nil {
 		t.Error("an empty chain was accepted")
+	}
+}
+
+func TestIssue(t *testing.T) {
+	ca, err := NewCA("test-ca", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},
+		DNSNames:    []string{"kubernetes.default"},
+		IPAddresses: []net.IP{net.ParseIP("10.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	// Longer than the CA: the leaf must end with it.
+	kp, err := ca.Issue(tmpl, 2*DefaultCAValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl.SerialNumber != nil || !tmpl.NotAfter.IsZero() {
+		t.Error("Issue changed the template it was given")
+	}
+	c := kp.Cert
+	if c.Subject.CommonName != "admin" || len(c.Subject.Organization) != 1 || c.Subject.Organization[0] != "system:masters" {
+		t.Errorf("subject = %v, want CN=admin, O=system:masters", c.Subject)
+	}
+	if c.NotAfter.After(ca.Cert.NotAfter) {
+		t.Errorf("the leaf ends %s, after its CA (%s)", c.NotAfter, ca.Cert.NotAfter)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	for _, usage := range tmpl.ExtKeyUsage {
+		if _, err := c.Verify(x509.VerifyOptions{Roots: roots, DNSName: "kubernetes.default", KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Errorf("verifying for usage %v: %v", usage, err)
+		}
+	}
+	if err := c.VerifyHostname("10.0.0.1"); err != nil {
+		t.Error(err)
+	}
+	if _, err := ca.Issue(&x509.Certificate{Subject: pkix.Name{CommonName: "sub-ca"}, IsCA: true}, 0); err == nil {
+		t.Error("Issue made a CA certificate")
 	}
 }
 
