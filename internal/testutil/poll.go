@@ -65,6 +65,20 @@ func EventuallyStable(t testing.TB, what string, timeout, hold time.Duration, ch
 	}
 }
 
+// Consistently calls check for d and fails the test at the first error,
+// naming what did not hold.
+func Consistently(t testing.TB, what string, d time.Duration, check func() error, opts ...Option) {
+	t.Helper()
+	o := newOptions(opts)
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := check(); err != nil {
+			t.Fatalf("%s did not hold for %s: %v", what, d, err)
+		}
+		time.Sleep(o.interval)
+	}
+}
+
 // Poll calls check until it returns nil, and then returns nil. Once
 // timeout has passed it returns check's last error; when ctx ends first,
 // that error joined with ctx's. check runs at least once, even if ctx has

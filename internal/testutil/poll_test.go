@@ -138,3 +138,22 @@ func TestEventuallyStable(t *testing.T) {
 		t.Fatalf("failure message %q does not say what did not settle", msg)
 	}
 }
+
+func TestConsistently(t *testing.T) {
+	calls := 0
+	if msg := run(func(tb testing.TB) {
+		Consistently(tb, "the steady thing", 20*time.Millisecond, func() error { calls++; return nil }, Every(time.Millisecond))
+	}); msg != "" {
+		t.Fatalf("Consistently failed: %s", msg)
+	}
+	if calls < 2 {
+		t.Fatalf("check ran %d times in 20ms at a 1ms interval", calls)
+	}
+	msg := run(func(tb testing.TB) {
+		Consistently(tb, "the steady thing", time.Second, countdown(0), Every(time.Millisecond))
+		Consistently(tb, "the shaky thing", time.Second, func() error { return errors.New("shook") }, Every(time.Millisecond))
+	})
+	if !strings.Contains(msg, "the shaky thing") || !strings.Contains(msg, "shook") {
+		t.Fatalf("failure message %q names neither what nor the error", msg)
+	}
+}

@@ -172,16 +172,11 @@ func eventually(t *testing.T, what string, timeout time.Duration, check func() e
 	testutil.Eventually(t, what, timeout, check, testutil.Every(pollInterval))
 }
 
-// consistently checks that check keeps returning nil for d.
+// consistently checks every pollInterval that check keeps returning nil
+// for d.
 func consistently(t *testing.T, what string, d time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := check(); err != nil {
-			t.Fatalf("%s: did not hold for %s: %v", what, d, err)
-		}
-		time.Sleep(pollInterval)
-	}
+	testutil.Consistently(t, what, d, check, testutil.Every(pollInterval))
 }
 
 // poll runs check every pollInterval until it returns nil, or returns its

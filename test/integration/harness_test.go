@@ -31,16 +31,10 @@ var (
 	eventuallyStable = testutil.EventuallyStable
 )
 
-// consistently checks that check keeps returning nil for d.
+// consistently checks every 100ms that check keeps returning nil for d.
 func consistently(t *testing.T, what string, d time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := check(); err != nil {
-			t.Fatalf("%s did not hold for %s: %v", what, d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Consistently(t, what, d, check, testutil.Every(100*time.Millisecond))
 }
 
 // hubEnv is a testbed hub apiserver with a hub manager running in process.
