@@ -26,11 +26,15 @@
 // An agent holds one bidirectional stream, Sync.Connect:
 //
 //	agent                                   hub
-//	  | -- Hello{held: [(name, uid, gen)]} --> |  checks certificate, MemberCluster
+//	  |                                        |  checks certificate, MemberCluster
+//	  | <-- HubHello{fleet, cluster, epoch} -- |  who the hub is
+//	  | -- Hello{held: [(name, uid, gen)]} --> |  or Refusal, and the stream ends
 //	  |                                        |  waits until its Work cache synced
-//	  | <-- WorkUpsert / WorkDelete ...  ----- |  snapshot: only the difference
-//	  | <-- SnapshotComplete{names} ---------- |  "keep exactly these"
+//	  | <-- WorkUpsert ...  ------------------ |  snapshot: only what is new or changed
+//	  | <-- SnapshotComplete{names} ---------- |  "keep exactly these": the agent prunes
+//	  | -- SnapshotPruned or PruneBlocked ---> |  how the prune went
 //	  | <-- WorkUpsert / WorkDelete ...  ----- |  then every change
+//	  | <-- PruneConfirm{epoch} -------------- |  when an admin confirms a held prune
 //	  | -- StatusReport / Heartbeat ... -----> |  at any time after Hello
 //
 // Objects travel as JSON bytes encoded with the api/v1alpha1 types (a Work
@@ -38,17 +42,62 @@
 // and Heartbeat), so a new API field needs no .proto change.
 //
 // The snapshot is a diff against what the hello says the agent holds: a
-// Work whose uid and generation match is skipped, a held Work the hub no
-// longer has is deleted. The agent prunes only on SnapshotComplete, since
-// before it a missing Work may just not have been sent yet. A hub whose
-// Work cache has not synced sends nothing until it has: an empty snapshot
-// from a cold cache would make every agent delete everything it runs.
+// Work whose uid and generation match is skipped. A held Work the hub no
+// longer has is not deleted on its own: SnapshotComplete leaves it out and
+// the agent prunes it, so that every deletion that comes from a snapshot
+// passes the agent's deletion brake. The agent prunes only on
+// SnapshotComplete, since before it a missing Work may just not have been
+// sent yet. A hub whose Work cache has not synced sends nothing until it
+// has: an empty snapshot from a cold cache would make every agent delete
+// everything it runs.
+//
+// A prune that fails is retried with what the hub wants at the time of the
+// retry (the snapshot's list changed by every WorkUpsert and WorkDelete
+// since), never with the list of the attempt that failed: a Work applied in
+// the meantime would otherwise be deleted while the hub shows it running.
 //
 // After a dropped connection the agent reconnects with exponential backoff
 // and jitter and says again what it holds, so the new snapshot sends only
 // what it missed, and it sends the latest status of every Work again. A
 // second stream for the same cluster replaces the first, which ends with
 // ABORTED ("replaced by a newer stream").
+//
+// # Fleet identity
+//
+// The hub has one persistent identity, its fleet id: the UID of ConfigMap
+// flotilla-fleet in its namespace, which the leader creates the first time
+// it starts. A hub restored from a backup or installed again gets a new
+// one. HubHello carries it, with the cluster name the certificate proved,
+// before the agent says or applies anything.
+//
+// The agent records the first fleet id and cluster name it serves in its
+// member (ConfigMap flotilla-agent-identity in its namespace; see
+// client.Identity and client.DecideIdentity). A hub with another fleet id,
+// or the same fleet calling the member by another name, is refused: the
+// agent applies and deletes nothing, sends Refusal{reason,
+// recorded_fleet_id, recorded_cluster_name} instead of its hello, logs,
+// and reconnects with backoff. The hub ends that stream with
+// FAILED_PRECONDITION and tells its AgentSink (the MemberCluster's
+// Connected condition becomes False with reason FleetMismatch); the refusing
+// agent is never registered, so no other stream is disturbed. An admin
+// re-points an agent on purpose with its --accept-fleet-id flag, or the
+// annotation flotilla.dev/accept-fleet-id on its identity ConfigMap, which
+// replace the record. The agent gives the fleet id and cluster name to its
+// applier before anything is applied, which labels every object with them.
+//
+// # Deletion brake and confirmation
+//
+// The agent's applier refuses a prune that would delete too much of what
+// the member runs (client.PruneBlockedError); nothing is deleted. The agent
+// reports PruneBlocked{epoch, would_delete, held, works}, where epoch is the
+// stream's HubHello epoch, keeps applying what the hub sends, and waits. The
+// hub shows it as the MemberCluster condition PruneBlocked. An admin who
+// means it annotates the MemberCluster flotilla.dev/confirm-prune: "<epoch>";
+// the hub sends PruneConfirm{epoch} on that stream (Server.ConfirmPrune), and
+// the agent prunes, confirmed, to what the hub wants at that time. Every
+// prune that happens is reported with SnapshotPruned{epoch, confirmed},
+// which clears the condition. Epochs grow and start from the hub's start
+// time, so a confirmation never releases the prune of another snapshot.
 //
 // # Flow control and full queues
 //
@@ -79,6 +128,6 @@
 // Both sides receive raw bytes and decode them themselves (see the fuzz
 // tests). A message that does not parse, or that breaks the protocol
 // (no hello first, a second hello, an empty message, an invalid name or
-// JSON payload), ends that one stream with INVALID_ARGUMENT and a message
+// JSON payload, a prune report for another epoch), ends that one stream with INVALID_ARGUMENT and a message
 // naming the problem; other streams are untouched.
 package sync
