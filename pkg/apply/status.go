@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/truncate"
 )
 
 // Live is the state of a Work's applied objects as read from the cluster,
@@ -81,7 +81,7 @@ func (s objectState) conditions() []metav1.Condition {
 }
 
 func condition(typ string, status bool, reason, message string) metav1.Condition {
-	c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: truncate(message)}
+	c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: truncate.String(message, maxMessageLength)}
 	if status {
 		c.Status = metav1.ConditionTrue
 	}
@@ -384,18 +384,6 @@ func joinMessages(cs []metav1.Condition) string {
 // maxMessageLength bounds one condition's message; kubelet and apiserver
 // messages can be long, and a Work holds up to 32 manifests' conditions.
 const maxMessageLength = 1024
-
-func truncate(s string) string {
-	if len(s) <= maxMessageLength {
-		return s
-	}
-	n := maxMessageLength - len("...")
-	// Cut on a character boundary: a condition message must be valid UTF-8.
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
 
 // finish sets each condition's ObservedGeneration and LastTransitionTime:
 // a condition keeps the previous transition time while its status holds.

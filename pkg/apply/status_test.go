@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/truncate"
 )
 
 var webID = v1alpha1.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "shop", Name: "web"}
@@ -383,11 +384,11 @@ func TestJoinMessagesIsBounded(t *testing.T) {
 	}
 }
 
-// TestTruncateKeepsValidUTF8 shows that a long message is cut on a
-// character boundary, as the API requires valid UTF-8.
-func TestTruncateKeepsValidUTF8(t *testing.T) {
-	got := truncate(strings.Repeat("é", maxMessageLength))
-	if len(got) > maxMessageLength || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
-		t.Errorf("truncate gave %d bytes ending %q", len(got), got[len(got)-8:])
+// TestConditionMessageIsBounded shows that a long message is cut within
+// maxMessageLength on a character boundary, as the API requires valid UTF-8.
+func TestConditionMessageIsBounded(t *testing.T) {
+	got := condition(v1alpha1.ConditionApplied, false, "Failed", strings.Repeat("é", maxMessageLength)).Message
+	if len(got) > maxMessageLength || !strings.HasSuffix(got, truncate.Marker) || !utf8.ValidString(got) {
+		t.Errorf("condition message has %d bytes ending %q", len(got), got[len(got)-8:])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/truncate"
 	"github.com/flotilla-dev/flotilla/pkg/sync/internal/wire"
 	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
 )
@@ -95,7 +96,7 @@ func decodeStatus(m *syncv1.StatusReport, cluster string) (string, *v1alpha1.Wor
 	if want := v1alpha1.ClusterNamespace(cluster); m.GetNamespace() != want {
 		return "", nil, status.Errorf(codes.PermissionDenied,
 			"the certificate for cluster %q may report only on Works in namespace %q, not on %q in %q",
-			cluster, want, truncate(m.GetName()), truncate(m.GetNamespace()))
+			cluster, want, truncate.String(m.GetName(), maxQuoted), truncate.String(m.GetNamespace(), maxQuoted))
 	}
 	if err := wire.ValidateWorkName(m.GetName()); err != nil {
 		return "", nil, invalid("status: %v", err)
@@ -148,10 +149,5 @@ func decodeHeartbeat(m *syncv1.Heartbeat) (*v1alpha1.ResourceSummary, error) {
 	return rs, nil
 }
 
-// truncate keeps peer-chosen strings in error messages short.
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
+// maxQuoted bounds a peer-chosen string quoted in an error message.
+const maxQuoted = 64

@@ -13,6 +13,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/truncate"
 )
 
 // Limits on peer input that the message size limit alone does not bound.
@@ -39,7 +40,7 @@ func ValidateWorkName(name string) error {
 		return errors.New("work name is empty")
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("work name %q is not valid: %s", truncate(name), errs[0])
+		return fmt.Errorf("work name %q is not valid: %s", truncate.String(name, maxQuoted), errs[0])
 	}
 	return nil
 }
@@ -72,12 +73,8 @@ func ValidateFleetID(id string) error {
 	return nil
 }
 
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
+// maxQuoted bounds a peer-chosen string quoted in an error message.
+const maxQuoted = 64
 
 // unmarshal decodes JSON the way the Kubernetes apiserver does: field
 // names are case-sensitive, so "Replicas" is not mistaken for "replicas".
@@ -117,7 +114,7 @@ func DecodeWork(data []byte, cluster string) (*v1alpha1.Work, error) {
 		return nil, err
 	}
 	if want := v1alpha1.ClusterNamespace(cluster); w.Namespace != want {
-		return nil, fmt.Errorf("work %q is in namespace %q, not this cluster's %q", w.Name, truncate(w.Namespace), want)
+		return nil, fmt.Errorf("work %q is in namespace %q, not this cluster's %q", w.Name, truncate.String(w.Namespace, maxQuoted), want)
 	}
 	if err := ValidateUID(string(w.UID)); err != nil {
 		return nil, err
