@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
@@ -228,22 +229,11 @@ func deploymentReplicas(scheduled int32, ov ClusterOverrides) int32 {
 // creationTimestamp), so what the hub stores compares equal to what it
 // renders next time.
 func manifestJSON(obj runtime.Object) ([]byte, error) {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	u, err := ssa.Unstructured(obj)
 	if err != nil {
 		return nil, err
 	}
-	delete(u, "status")
-	if md, ok := u["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	if spec, ok := u["spec"].(map[string]any); ok {
-		if tmpl, ok := spec["template"].(map[string]any); ok {
-			if md, ok := tmpl["metadata"].(map[string]any); ok {
-				delete(md, "creationTimestamp")
-			}
-		}
-	}
-	return json.Marshal(u)
+	return json.Marshal(u.Object)
 }
 
 // Work renders the Work that tells cluster to run replicas of app.

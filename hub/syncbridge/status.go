@@ -8,8 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +15,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/metrics"
+	"github.com/flotilla-dev/flotilla/internal/ssa"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
@@ -152,15 +151,10 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: work.UID},
 		Status:     *desired,
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	ac, err := ssa.StatusApplyConfiguration(obj)
 	if err != nil {
 		return err
 	}
-	delete(u, "spec")
-	if md, ok := u["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
 	if err := w.Client.SubResource("status").Apply(ctx, ac, client.FieldOwner(flotillav1.FieldOwnerHubStatus), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && work.UID != "" {
 			// Gone, or replaced by a Work of the same name: its agent
