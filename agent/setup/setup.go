@@ -10,9 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -205,42 +203,6 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	return &Agent{Manager: mgr, Store: store, Sync: sc}, nil
-}
-
-// hubTarget turns --hub-address into a gRPC target and the TLS server
-// name: "host:port" as it is, "ip:port,ip:port" as an ipv4 target, and a
-// target with a scheme ("dns:///name:port") as it is. With several
-// addresses gRPC's pick-first balancing reaches whichever hub replica
-// serves: only the leader listens.
-func hubTarget(addr string) (target, serverName string, err error) {
-	if i := strings.Index(addr, ":///"); i >= 0 {
-		// A gRPC target such as dns:///flotilla-hub-sync.flotilla-system:9443:
-		// a name that resolves to every hub replica, of which pick-first
-		// connects to the one that listens (the leader).
-		host, _, err := net.SplitHostPort(addr[i+4:])
-		if err != nil {
-			return "", "", fmt.Errorf("--hub-address %q: %w", addr, err)
-		}
-		return addr, host, nil
-	}
-	parts := strings.Split(addr, ",")
-	for i := range parts {
-		parts[i] = strings.TrimSpace(parts[i])
-		host, _, err := net.SplitHostPort(parts[i])
-		if err != nil {
-			return "", "", fmt.Errorf("--hub-address %q: %w", parts[i], err)
-		}
-		if i == 0 {
-			serverName = host
-		}
-		if len(parts) > 1 && net.ParseIP(host) == nil {
-			return "", "", fmt.Errorf("--hub-address: several addresses must be IP:port (got %q); for host names use one name that resolves to every hub replica", parts[i])
-		}
-	}
-	if len(parts) == 1 {
-		return parts[0], serverName, nil
-	}
-	return "ipv4:" + strings.Join(parts, ","), serverName, nil
 }
 
 func durationPtr(d time.Duration) *time.Duration { return &d }
