@@ -28,6 +28,20 @@ type memberGate struct {
 	log       logr.Logger
 }
 
+// By default the gate checks the member every second and closes the
+// stream after three failed checks in a row, so one slow answer does not
+// cost a reconnect.
+const (
+	memberCheckInterval = time.Second
+	memberFailAfter     = 3
+)
+
+// newMemberGate returns a gate that runs run while check passes, with the
+// default interval and failure count.
+func newMemberGate(run streamRunner, check func(ctx context.Context) error, log logr.Logger) *memberGate {
+	return &memberGate{run: run, check: check, interval: memberCheckInterval, failAfter: memberFailAfter, log: log}
+}
+
 // NeedLeaderElection: only the leader holds the stream.
 func (g *memberGate) NeedLeaderElection() bool { return true }
 

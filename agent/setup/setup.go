@@ -190,7 +190,7 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(&memberGate{run: sc.Run, check: check, interval: time.Second, failAfter: 3, log: opts.Logger.WithName("member-gate")}); err != nil {
+	if err := mgr.Add(newMemberGate(sc.Run, check, opts.Logger.WithName("member-gate"))); err != nil {
 		return nil, err
 	}
 	if err := (&works.Reconciler{Reader: mgr.GetCache(), Store: store}).SetupWithManager(mgr); err != nil {
