@@ -37,6 +37,9 @@ func hubSeeds(t testing.TB) [][]byte {
 		mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_SnapshotComplete{SnapshotComplete: &syncv1.SnapshotComplete{}}}),
 		{},
 		{0x0a, 0xff},
+		mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_HubHello{HubHello: &syncv1.HubHello{FleetId: "f-1", ClusterName: fuzzCluster, Epoch: 9}}}),
+		mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_HubHello{HubHello: &syncv1.HubHello{ClusterName: fuzzCluster}}}),
+		mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_PruneConfirm{PruneConfirm: &syncv1.PruneConfirm{Epoch: 9}}}),
 	}
 }
 
@@ -55,6 +58,9 @@ func TestDecodeHubMessages(t *testing.T) {
 		{name: "empty snapshot complete", data: seeds[4], kind: kindSnapshotComplete},
 		{name: "empty", data: seeds[5], msg: "empty hub message"},
 		{name: "garbage", data: seeds[6], msg: "malformed"},
+		{name: "hub hello", data: seeds[7], kind: kindHubHello},
+		{name: "hub hello without a fleet id", data: seeds[8], msg: "fleet id is empty"},
+		{name: "prune confirm", data: seeds[9], kind: kindPruneConfirm},
 		{name: "upsert that is not JSON", data: upsert(t, "{"), msg: "decoding work"},
 		{name: "upsert without name", data: upsert(t, `{"metadata":{"namespace":"flotilla-cluster-east"}}`), msg: "empty"},
 		{name: "delete with bad name", data: mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_Delete{Delete: &syncv1.WorkDelete{Name: "a/b"}}}), msg: "not valid"},
@@ -108,6 +114,11 @@ func FuzzHubMessage(f *testing.F) {
 			if m.keep == nil {
 				t.Fatal("accepted a snapshot with a nil keep list")
 			}
+		case kindHubHello:
+			if m.fleetID == "" || m.cluster == "" {
+				t.Fatalf("accepted a hub hello without fleet or cluster: %+v", m)
+			}
+		case kindPruneConfirm:
 		default:
 			t.Fatalf("accepted a message of kind %d", m.kind)
 		}

@@ -28,9 +28,16 @@ func handleAgentBytes(data []byte, cluster string) error {
 		_, _, err = decodeStatus(k.Status, cluster)
 	case *syncv1.AgentMessage_Heartbeat:
 		_, err = decodeHeartbeat(k.Heartbeat)
+	case *syncv1.AgentMessage_Refusal:
+		_, err = decodeRefusal(k.Refusal)
+	case *syncv1.AgentMessage_PruneBlocked:
+		_, err = decodePruneBlocked(k.PruneBlocked, fuzzEpoch)
 	}
 	return err
 }
+
+// fuzzEpoch is the stream epoch prune reports are checked against.
+const fuzzEpoch = 7
 
 func mustMarshal(t testing.TB, m proto.Message) []byte {
 	data, err := proto.Marshal(m)
@@ -60,6 +67,12 @@ func agentSeeds(t testing.TB) [][]byte {
 		}}}),
 		{},
 		{0xff, 0x01},
+		mustMarshal(t, &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Refusal{Refusal: &syncv1.Refusal{
+			Reason: "this agent serves fleet a", RecordedFleetId: "a", RecordedClusterName: "east"}}}),
+		mustMarshal(t, &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_PruneBlocked{PruneBlocked: &syncv1.PruneBlocked{
+			Epoch: fuzzEpoch, WouldDelete: 3, Held: 4, Works: []string{"b", "c", "d"}}}}),
+		mustMarshal(t, &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_PruneBlocked{PruneBlocked: &syncv1.PruneBlocked{
+			Epoch: fuzzEpoch + 1, WouldDelete: 3, Held: 4}}}),
 	}
 }
 
@@ -77,6 +90,13 @@ func TestDecodeAgentMessages(t *testing.T) {
 		{name: "heartbeat", data: seeds[3], code: codes.OK},
 		{name: "empty", data: seeds[4], code: codes.InvalidArgument, msg: "empty agent message"},
 		{name: "garbage", data: seeds[5], code: codes.InvalidArgument, msg: "malformed"},
+		{name: "refusal", data: seeds[6], code: codes.OK},
+		{name: "prune blocked", data: seeds[7], code: codes.OK},
+		{name: "prune blocked for another epoch", data: seeds[8], code: codes.InvalidArgument, msg: "not this stream's"},
+		{name: "prune blocked with a bad Work name", data: mustMarshal(t, &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_PruneBlocked{PruneBlocked: &syncv1.PruneBlocked{
+			Epoch: fuzzEpoch, Works: []string{"a/b"}}}}), code: codes.InvalidArgument, msg: "not valid"},
+		{name: "long refusal", data: mustMarshal(t, &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Refusal{Refusal: &syncv1.Refusal{
+			Reason: strings.Repeat("r", 2000)}}}), code: codes.InvalidArgument, msg: "reason is longer"},
 		{name: "negative generation", data: mustMarshal(t, &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Hello{Hello: &syncv1.Hello{
 			Held: []*syncv1.HeldWork{{Name: "web", Generation: -1}}}}}), code: codes.InvalidArgument, msg: "negative generation"},
 		{name: "duplicate held", data: mustMarshal(t, &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Hello{Hello: &syncv1.Hello{
