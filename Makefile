@@ -61,14 +61,34 @@ testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips thos
 
 ##@ Test
 
+# The packages `make test` runs with the race detector: those whose own
+# code starts goroutines or shares state through channels, sync or
+# sync/atomic (grep -E 'go func|chan |sync\.|atomic\.' outside _test.go
+# finds them), and test/integration, which runs the hub and agents in one
+# process and so is the only test of the hub's reconcile goroutines and of
+# syncbridge talking to the sync server and client. The other packages are
+# plain data and pure functions; they run without -race, which keeps
+# make test from building the whole tree twice. Add a package here when it
+# starts a goroutine.
+RACE_PKGS := ./agent/... ./hub/controllers/... ./hub/setup ./hub/syncbridge \
+	./pkg/apply ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration
+
 .PHONY: test
-test: lint testbed-bin ## Lint; unit, integration and testbed tests; a short fuzz run; the e2e suite.
+test: lint testbed-bin ## Lint; unit, integration and testbed tests (RACE_PKGS with -race); a short fuzz run; the e2e suite.
 	@# One package at a time: the packages that start control planes pick
 	@# free loopback ports, and two of them starting at once could race for
-	@# one; it also keeps their timing off each other's cores.
-	$(GO) test -count=1 -p 1 -timeout 45m ./...
+	@# one; it also keeps their timing off each other's cores. Each package
+	@# runs once: RACE_PKGS in test-race, the others here.
+	@race=$$($(GO) list $(RACE_PKGS)); plain=$$($(GO) list ./... | grep -vxF "$$race"); \
+		echo "$(GO) test -count=1 -p 1 -timeout 45m <every package not in RACE_PKGS>"; \
+		$(GO) test -count=1 -p 1 -timeout 45m $$plain
+	$(MAKE) test-race
 	$(MAKE) fuzz
 	$(MAKE) e2e
+
+.PHONY: test-race
+test-race: testbed-bin ## Run the tests of RACE_PKGS with the race detector.
+	$(GO) test -race -count=1 -p 1 -timeout 45m $(RACE_PKGS)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 5s).
