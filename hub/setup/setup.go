@@ -151,7 +151,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if opts.WebhookAddr != "" {
 		host, port, err := splitHostPort(opts.WebhookAddr)
 		if err != nil {
-			return nil, fmt.Errorf("--webhook-addr: %w", err)
+			return nil, fmt.Errorf("--webhook-bind-address: %w", err)
 		}
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{
 			Host: host, Port: port, CertDir: opts.CertDir,
@@ -305,13 +305,4 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("port %q: %w", p, err)
 	}
 	return host, port, nil
-}
-
-// Hostname names this replica in logs and leases.
-func Hostname() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return "unknown"
-	}
-	return h
 }
