@@ -16,4 +16,15 @@
 // grace period from when it started, or the last heartbeat recorded in
 // status if that is later, so agents have time to reconnect before anything
 // is declared lost.
+//
+// Two conditions ask an admin to act. An agent that refuses this hub
+// because it serves another fleet or cluster name (see pkg/sync) makes
+// Connected False with reason FleetMismatch, unless another agent of the
+// cluster is connected. A prune held by the agent's deletion brake makes
+// PruneBlocked True, with the counts, the snapshot's epoch and the command
+// to confirm; the annotation flotilla.dev/confirm-prune naming that epoch
+// makes the controller send the confirmation (once) through the sync
+// server, and the agent's report that it pruned makes PruneBlocked False.
+// Each comes with an event and a gauge (flotilla_member_fleet_mismatch,
+// flotilla_prune_blocked).
 package membercluster
