@@ -217,6 +217,17 @@ func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) *app
 	return d
 }
 
+// Replicas is the replica count the Work rendered for cluster mc would ask
+// for when the scheduler gave it scheduled: an override's replicas win. It
+// costs no rendering.
+func Replicas(app *flotillav1.MyApp, mc *flotillav1.MemberCluster, scheduled int32) (int32, error) {
+	ov, err := OverridesFor(app, mc)
+	if err != nil {
+		return 0, err
+	}
+	return deploymentReplicas(scheduled, ov), nil
+}
+
 // deploymentReplicas is the replica count a rendered Work asks for.
 func deploymentReplicas(scheduled int32, ov ClusterOverrides) int32 {
 	if ov.replicas != nil {

@@ -13,9 +13,17 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/internal/fixture"
 )
 
 // app is a MyApp in namespace shop; opts change it.
+// The shared fixtures, under the names the tests use.
+var (
+	t0          = fixture.Now
+	readyMember = fixture.ReadyMember
+	healthyWork = fixture.HealthyWork
+)
+
 func app(opts ...func(*flotillav1.MyApp)) *flotillav1.MyApp {
 	a := &flotillav1.MyApp{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Generation: 1},
@@ -234,7 +242,7 @@ func TestPlan(t *testing.T) {
 			for n, w := range tt.existing {
 				before[n] = w.DeepCopy()
 			}
-			p, err := (&Reconciler{}).plan(tt.app, tt.decision, members("a", "b", "c"), tt.existing, nil, t0)
+			p, err := planWorks(tt.app, tt.decision, members("a", "b", "c"), tt.existing, nil, t0)
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -249,14 +257,14 @@ func TestPlan(t *testing.T) {
 			}
 			got := map[string]wantView{}
 			for _, v := range p.views {
-				if _, dup := got[v.name]; dup {
-					t.Errorf("cluster %s has two views", v.name)
+				if _, dup := got[v.Name]; dup {
+					t.Errorf("cluster %s has two views", v.Name)
 				}
-				w := wantView{assigned: v.assigned, evicting: v.evicting, evicted: v.evicted != nil}
-				if v.work != nil {
-					w.generation = v.work.Generation
+				w := wantView{assigned: v.Assigned, evicting: v.Evicting, evicted: v.Evicted != nil}
+				if v.Work != nil {
+					w.generation = v.Work.Generation
 				}
-				got[v.name] = w
+				got[v.Name] = w
 			}
 			for name, w := range tt.wantViews {
 				if got[name] != w {
@@ -287,7 +295,7 @@ func clusterNames(ws []*flotillav1.Work) []string {
 // rendered ones, overrides included, for the right cluster.
 func TestPlanWritesWhatRenderRenders(t *testing.T) {
 	a := app(overrideReplicas("b", 7))
-	p, err := (&Reconciler{}).plan(a, decision(map[string]int32{"a": 3, "b": 3}), members("a", "b"), nil, nil, t0)
+	p, err := planWorks(a, decision(map[string]int32{"a": 3, "b": 3}), members("a", "b"), nil, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +328,7 @@ func TestPlanFailsOnAnInvalidOverrideSelector(t *testing.T) {
 			Replicas: ptr.To[int32](1),
 		}}
 	})
-	_, err := (&Reconciler{}).plan(a, decision(map[string]int32{"a": 1}), members("a"), nil, nil, t0)
+	_, err := planWorks(a, decision(map[string]int32{"a": 1}), members("a"), nil, nil, t0)
 	if err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (bad)") {
 		t.Errorf("plan error = %v, want one naming spec.overrides[0] (bad)", err)
 	}

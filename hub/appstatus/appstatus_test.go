@@ -1,4 +1,4 @@
-package myapp
+package appstatus
 
 import (
 	"errors"
@@ -23,82 +23,82 @@ func TestClusterStatus(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		view        clusterView
+		view        ClusterView
 		wantPhase   flotillav1.ClusterAppPhase
 		wantMessage string // exact; "" means no message
 		// wantNumbers are Replicas, Ready, Available, Updated.
 		wantNumbers [4]int32
 	}{{
 		name:        "evicted cluster without a Work is lost and says where the replicas went and when, in UTC",
-		view:        clusterView{name: "a", evicted: &flotillav1.EvictedCluster{Name: "a", Replicas: 3, Reason: "ClusterUnreachable", EvictionTime: evictedAt}},
+		view:        ClusterView{Name: "a", Evicted: &flotillav1.EvictedCluster{Name: "a", Replicas: 3, Reason: "ClusterUnreachable", EvictionTime: evictedAt}},
 		wantPhase:   flotillav1.ClusterAppLost,
 		wantMessage: "3 replicas moved to other clusters at 02:00:09 (ClusterUnreachable); they return once the cluster stays Ready for the failback window",
 	}, {
 		name:        "evicted wins over everything the member reports",
-		view:        clusterView{name: "a", member: readyMember("a"), work: healthyWork(3), evicted: &flotillav1.EvictedCluster{Replicas: 3, Reason: "r", EvictionTime: evictedAt}},
+		view:        ClusterView{Name: "a", Member: readyMember("a"), Work: healthyWork(3), Evicted: &flotillav1.EvictedCluster{Replicas: 3, Reason: "r", EvictionTime: evictedAt}},
 		wantPhase:   flotillav1.ClusterAppLost,
 		wantMessage: "3 replicas moved to other clusters at 02:00:09 (r); they return once the cluster stays Ready for the failback window",
 		wantNumbers: [4]int32{3, 3, 3, 3},
 	}, {
 		name:        "evicting cluster keeps its Work and reports its numbers",
-		view:        clusterView{name: "a", assigned: 3, member: lostMember("a", "gone"), work: healthyWork(3), evicting: true},
+		view:        ClusterView{Name: "a", Assigned: 3, Member: lostMember("a", "gone"), Work: healthyWork(3), Evicting: true},
 		wantPhase:   flotillav1.ClusterAppEvicting,
 		wantMessage: "replicas moved to other clusters; this cluster's Work is kept until they are available",
 		wantNumbers: [4]int32{3, 3, 3, 3},
 	}, {
 		name:        "unknown MemberCluster is lost",
-		view:        clusterView{name: "a", assigned: 1, work: healthyWork(1)},
+		view:        ClusterView{Name: "a", Assigned: 1, Work: healthyWork(1)},
 		wantPhase:   flotillav1.ClusterAppLost,
 		wantMessage: "no MemberCluster of this name",
 		wantNumbers: [4]int32{1, 1, 1, 1},
 	}, {
 		name:        "member not Ready is lost with the member's own message",
-		view:        clusterView{name: "a", assigned: 1, member: lostMember("a", "no heartbeat since 03:00"), work: healthyWork(1)},
+		view:        ClusterView{Name: "a", Assigned: 1, Member: lostMember("a", "no heartbeat since 03:00"), Work: healthyWork(1)},
 		wantPhase:   flotillav1.ClusterAppLost,
 		wantMessage: "cluster not Ready: no heartbeat since 03:00",
 		wantNumbers: [4]int32{1, 1, 1, 1},
 	}, {
 		name:        "member not Ready without a message",
-		view:        clusterView{name: "a", assigned: 1, member: lostMember("a", "")},
+		view:        ClusterView{Name: "a", Assigned: 1, Member: lostMember("a", "")},
 		wantPhase:   flotillav1.ClusterAppLost,
 		wantMessage: "cluster not Ready",
 	}, {
 		name:        "member without any Ready condition is not Ready",
-		view:        clusterView{name: "a", assigned: 1, member: &flotillav1.MemberCluster{}},
+		view:        ClusterView{Name: "a", Assigned: 1, Member: &flotillav1.MemberCluster{}},
 		wantPhase:   flotillav1.ClusterAppLost,
 		wantMessage: "cluster not Ready",
 	}, {
 		name:        "no Work yet is pending",
-		view:        clusterView{name: "a", assigned: 1, member: readyMember("a")},
+		view:        ClusterView{Name: "a", Assigned: 1, Member: readyMember("a")},
 		wantPhase:   flotillav1.ClusterAppPending,
 		wantMessage: "Work not written yet",
 	}, {
 		name:        "Work the member has not reported on at this generation is pending, whatever its old status says",
-		view:        clusterView{name: "a", assigned: 3, member: readyMember("a"), work: unreported},
+		view:        ClusterView{Name: "a", Assigned: 3, Member: readyMember("a"), Work: unreported},
 		wantPhase:   flotillav1.ClusterAppPending,
 		wantMessage: "waiting for the member to apply generation 2 of its Work",
 		wantNumbers: [4]int32{3, 3, 3, 3},
 	}, {
 		name:        "Work of generation 0 (not stored yet) is never reported",
-		view:        clusterView{name: "a", assigned: 0, member: readyMember("a"), work: &flotillav1.Work{}},
+		view:        ClusterView{Name: "a", Assigned: 0, Member: readyMember("a"), Work: &flotillav1.Work{}},
 		wantPhase:   flotillav1.ClusterAppPending,
 		wantMessage: "waiting for the member to apply generation 0 of its Work",
 	}, {
 		name: "apply failure is degraded with reason and message",
-		view: clusterView{name: "a", assigned: 1, member: readyMember("a"), work: reportedWork(flotillav1.WorkloadStatus{},
+		view: ClusterView{Name: "a", Assigned: 1, Member: readyMember("a"), Work: reportedWork(flotillav1.WorkloadStatus{},
 			condition(flotillav1.ConditionApplied, metav1.ConditionFalse, flotillav1.ReasonNotOwned, "Deployment shop/web exists"))},
 		wantPhase:   flotillav1.ClusterAppDegraded,
 		wantMessage: "NotOwned: Deployment shop/web exists",
 	}, {
 		name: "apply failure wins over a Degraded condition",
-		view: clusterView{name: "a", assigned: 1, member: readyMember("a"), work: reportedWork(flotillav1.WorkloadStatus{},
+		view: ClusterView{Name: "a", Assigned: 1, Member: readyMember("a"), Work: reportedWork(flotillav1.WorkloadStatus{},
 			condition(flotillav1.ConditionDegraded, metav1.ConditionTrue, flotillav1.ReasonProgressDeadlineExceeded, "stuck"),
 			condition(flotillav1.ConditionApplied, metav1.ConditionFalse, flotillav1.ReasonApplyFailed, "denied"))},
 		wantPhase:   flotillav1.ClusterAppDegraded,
 		wantMessage: "ApplyFailed: denied",
 	}, {
 		name: "Degraded True without a message says its reason",
-		view: clusterView{name: "a", assigned: 2, member: readyMember("a"), work: reportedWork(flotillav1.WorkloadStatus{Replicas: 2, UpdatedReplicas: 2},
+		view: ClusterView{Name: "a", Assigned: 2, Member: readyMember("a"), Work: reportedWork(flotillav1.WorkloadStatus{Replicas: 2, UpdatedReplicas: 2},
 			condition(flotillav1.ConditionApplied, metav1.ConditionTrue, flotillav1.ReasonApplied, ""),
 			condition(flotillav1.ConditionDegraded, metav1.ConditionTrue, flotillav1.ReasonProgressDeadlineExceeded, ""))},
 		wantPhase:   flotillav1.ClusterAppDegraded,
@@ -106,43 +106,43 @@ func TestClusterStatus(t *testing.T) {
 		wantNumbers: [4]int32{2, 0, 0, 2},
 	}, {
 		name:        "every assigned replica ready, available and updated is available, without a message",
-		view:        clusterView{name: "a", assigned: 3, member: readyMember("a"), work: healthyWork(3)},
+		view:        ClusterView{Name: "a", Assigned: 3, Member: readyMember("a"), Work: healthyWork(3)},
 		wantPhase:   flotillav1.ClusterAppAvailable,
 		wantNumbers: [4]int32{3, 3, 3, 3},
 	}, {
 		name:        "scaled to zero with nothing running is available",
-		view:        clusterView{name: "a", assigned: 0, member: readyMember("a"), work: healthyWork(0)},
+		view:        ClusterView{Name: "a", Assigned: 0, Member: readyMember("a"), Work: healthyWork(0)},
 		wantPhase:   flotillav1.ClusterAppAvailable,
 		wantNumbers: [4]int32{0, 0, 0, 0},
 	}, {
 		name:        "numbers are summed over manifests, skipping those without workload numbers",
-		view:        clusterView{name: "a", assigned: 3, member: readyMember("a"), work: twoManifests},
+		view:        ClusterView{Name: "a", Assigned: 3, Member: readyMember("a"), Work: twoManifests},
 		wantPhase:   flotillav1.ClusterAppAvailable,
 		wantNumbers: [4]int32{3, 3, 3, 3},
 	}, {
 		name: "too few ready replicas is progressing",
-		view: clusterView{name: "a", assigned: 3, member: readyMember("a"), work: reportedWork(
+		view: ClusterView{Name: "a", Assigned: 3, Member: readyMember("a"), Work: reportedWork(
 			flotillav1.WorkloadStatus{Replicas: 3, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 3})},
 		wantPhase:   flotillav1.ClusterAppProgressing,
 		wantMessage: "1/3 replicas ready, 3 updated",
 		wantNumbers: [4]int32{3, 1, 1, 3},
 	}, {
 		name: "old replicas still running during a rollout (surge) is progressing",
-		view: clusterView{name: "a", assigned: 3, member: readyMember("a"), work: reportedWork(
+		view: ClusterView{Name: "a", Assigned: 3, Member: readyMember("a"), Work: reportedWork(
 			flotillav1.WorkloadStatus{Replicas: 4, ReadyReplicas: 4, AvailableReplicas: 4, UpdatedReplicas: 3})},
 		wantPhase:   flotillav1.ClusterAppProgressing,
 		wantMessage: "4/3 replicas ready, 3 updated",
 		wantNumbers: [4]int32{4, 4, 4, 3},
 	}, {
 		name: "ready but not yet updated is progressing",
-		view: clusterView{name: "a", assigned: 2, member: readyMember("a"), work: reportedWork(
+		view: ClusterView{Name: "a", Assigned: 2, Member: readyMember("a"), Work: reportedWork(
 			flotillav1.WorkloadStatus{Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 1})},
 		wantPhase:   flotillav1.ClusterAppProgressing,
 		wantMessage: "2/2 replicas ready, 1 updated",
 		wantNumbers: [4]int32{2, 2, 2, 1},
 	}, {
 		name: "ready but not yet available (minReadySeconds) is progressing",
-		view: clusterView{name: "a", assigned: 2, member: readyMember("a"), work: reportedWork(
+		view: ClusterView{Name: "a", Assigned: 2, Member: readyMember("a"), Work: reportedWork(
 			flotillav1.WorkloadStatus{Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 0, UpdatedReplicas: 2})},
 		wantPhase:   flotillav1.ClusterAppProgressing,
 		wantMessage: "2/2 replicas ready, 2 updated",
@@ -150,9 +150,9 @@ func TestClusterStatus(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := clusterStatus(tt.view)
-			if st.Name != tt.view.name || st.Assigned != tt.view.assigned {
-				t.Errorf("name/assigned = %s/%d, want %s/%d", st.Name, st.Assigned, tt.view.name, tt.view.assigned)
+			st := Cluster(tt.view)
+			if st.Name != tt.view.Name || st.Assigned != tt.view.Assigned {
+				t.Errorf("name/assigned = %s/%d, want %s/%d", st.Name, st.Assigned, tt.view.Name, tt.view.Assigned)
 			}
 			if st.Phase != tt.wantPhase {
 				t.Errorf("phase = %s, want %s", st.Phase, tt.wantPhase)
@@ -180,7 +180,7 @@ func TestComputeStatus(t *testing.T) {
 
 	tests := []struct {
 		name string
-		in   statusInput
+		in   Input
 		// wantTotals are desired, ready, available, updated and used.
 		wantTotals [5]int32
 		// wantOrder are the cluster entries' names in order.
@@ -188,9 +188,9 @@ func TestComputeStatus(t *testing.T) {
 		want      map[string]wantCondition
 	}{{
 		name: "every cluster available: all conditions good, clusters sorted by name",
-		in: statusInput{generation: 7, clusters: []clusterView{
-			{name: "b", assigned: 2, member: readyMember("b"), work: healthyWork(2)},
-			{name: "a", assigned: 1, member: readyMember("a"), work: healthyWork(1)},
+		in: Input{Generation: 7, Clusters: []ClusterView{
+			{Name: "b", Assigned: 2, Member: readyMember("b"), Work: healthyWork(2)},
+			{Name: "a", Assigned: 1, Member: readyMember("a"), Work: healthyWork(1)},
 		}},
 		wantTotals: [5]int32{3, 3, 3, 3, 2},
 		wantOrder:  []string{"a", "b"},
@@ -204,8 +204,8 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name: "scheduler warnings are added to Scheduled's message",
-		in: statusInput{generation: 1, warnings: []string{"cluster c is full", "cluster d is tainted"}, clusters: []clusterView{
-			{name: "a", assigned: 1, member: readyMember("a"), work: healthyWork(1)},
+		in: Input{Generation: 1, Warnings: []string{"cluster c is full", "cluster d is tainted"}, Clusters: []ClusterView{
+			{Name: "a", Assigned: 1, Member: readyMember("a"), Work: healthyWork(1)},
 		}},
 		wantTotals: [5]int32{1, 1, 1, 1, 1},
 		wantOrder:  []string{"a"},
@@ -215,8 +215,8 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name: "schedule error: Scheduled False, Degraded and Ready carry the scheduler's reason, running clusters still count",
-		in: statusInput{generation: 1, scheduleErr: errors.New("only 1 of 2 zones eligible"), scheduleReason: flotillav1.ReasonSpreadConstraintsNotMet, clusters: []clusterView{
-			{name: "a", assigned: 1, member: readyMember("a"), work: healthyWork(1)},
+		in: Input{Generation: 1, ScheduleErr: errors.New("only 1 of 2 zones eligible"), ScheduleReason: flotillav1.ReasonSpreadConstraintsNotMet, Clusters: []ClusterView{
+			{Name: "a", Assigned: 1, Member: readyMember("a"), Work: healthyWork(1)},
 		}},
 		wantTotals: [5]int32{1, 1, 1, 1, 1},
 		wantOrder:  []string{"a"},
@@ -229,7 +229,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name:       "placed on no cluster: nothing is applied, available or ready",
-		in:         statusInput{generation: 1},
+		in:         Input{Generation: 1},
 		wantTotals: [5]int32{0, 0, 0, 0, 0},
 		want: map[string]wantCondition{
 			flotillav1.ConditionScheduled:   {metav1.ConditionTrue, flotillav1.ReasonScheduled, []string{"0 replicas placed on 0 clusters"}},
@@ -241,9 +241,9 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name: "a pending cluster: waiting for the member, rolling out",
-		in: statusInput{generation: 1, clusters: []clusterView{
-			{name: "a", assigned: 1, member: readyMember("a"), work: healthyWork(1)},
-			{name: "b", assigned: 2, member: readyMember("b")},
+		in: Input{Generation: 1, Clusters: []ClusterView{
+			{Name: "a", Assigned: 1, Member: readyMember("a"), Work: healthyWork(1)},
+			{Name: "b", Assigned: 2, Member: readyMember("b")},
 		}},
 		wantTotals: [5]int32{3, 1, 1, 1, 2},
 		wantOrder:  []string{"a", "b"},
@@ -256,9 +256,9 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name: "a lost cluster: Applied unknown, Degraded and Ready say ClusterLost",
-		in: statusInput{generation: 1, clusters: []clusterView{
-			{name: "a", assigned: 1, member: readyMember("a"), work: healthyWork(1)},
-			{name: "b", assigned: 1, member: lostMember("b", "no heartbeat"), work: healthyWork(1)},
+		in: Input{Generation: 1, Clusters: []ClusterView{
+			{Name: "a", Assigned: 1, Member: readyMember("a"), Work: healthyWork(1)},
+			{Name: "b", Assigned: 1, Member: lostMember("b", "no heartbeat"), Work: healthyWork(1)},
 		}},
 		wantTotals: [5]int32{2, 2, 2, 2, 2},
 		wantOrder:  []string{"a", "b"},
@@ -271,10 +271,10 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name: "an apply failure: Applied False, Degraded and Ready carry the member's reason",
-		in: statusInput{generation: 1, clusters: []clusterView{
-			{name: "a", assigned: 1, member: readyMember("a"), work: notOwned},
-			{name: "b", assigned: 1, member: readyMember("b")},
-			{name: "c", assigned: 1, member: lostMember("c", "")},
+		in: Input{Generation: 1, Clusters: []ClusterView{
+			{Name: "a", Assigned: 1, Member: readyMember("a"), Work: notOwned},
+			{Name: "b", Assigned: 1, Member: readyMember("b")},
+			{Name: "c", Assigned: 1, Member: lostMember("c", "")},
 		}},
 		wantTotals: [5]int32{3, 0, 0, 0, 3},
 		wantOrder:  []string{"a", "b", "c"},
@@ -285,8 +285,8 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name: "a stuck rollout: applied, but Degraded and Ready say why",
-		in: statusInput{generation: 1, clusters: []clusterView{
-			{name: "a", assigned: 1, member: readyMember("a"), work: stuck},
+		in: Input{Generation: 1, Clusters: []ClusterView{
+			{Name: "a", Assigned: 1, Member: readyMember("a"), Work: stuck},
 		}},
 		wantTotals: [5]int32{1, 0, 0, 1, 1},
 		wantOrder:  []string{"a"},
@@ -299,8 +299,8 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name: "a rollout in progress: Progressing True, Ready RollingOut, nothing degraded",
-		in: statusInput{generation: 1, clusters: []clusterView{
-			{name: "a", assigned: 2, member: readyMember("a"), work: progressing},
+		in: Input{Generation: 1, Clusters: []ClusterView{
+			{Name: "a", Assigned: 2, Member: readyMember("a"), Work: progressing},
 		}},
 		wantTotals: [5]int32{2, 1, 1, 2, 1},
 		wantOrder:  []string{"a"},
@@ -312,10 +312,10 @@ func TestComputeStatus(t *testing.T) {
 		},
 	}, {
 		name: "evicting and evicted clusters are listed but count in no total or condition",
-		in: statusInput{generation: 1, clusters: []clusterView{
-			{name: "c", assigned: 3, member: readyMember("c"), work: healthyWork(3)},
-			{name: "a", assigned: 3, member: lostMember("a", ""), work: notOwned, evicting: true},
-			{name: "b", member: lostMember("b", ""), evicted: &flotillav1.EvictedCluster{Name: "b", Replicas: 3, Reason: "ClusterUnreachable"}},
+		in: Input{Generation: 1, Clusters: []ClusterView{
+			{Name: "c", Assigned: 3, Member: readyMember("c"), Work: healthyWork(3)},
+			{Name: "a", Assigned: 3, Member: lostMember("a", ""), Work: notOwned, Evicting: true},
+			{Name: "b", Member: lostMember("b", ""), Evicted: &flotillav1.EvictedCluster{Name: "b", Replicas: 3, Reason: "ClusterUnreachable"}},
 		}},
 		wantTotals: [5]int32{3, 3, 3, 3, 1},
 		wantOrder:  []string{"a", "b", "c"},
@@ -329,31 +329,31 @@ func TestComputeStatus(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := computeStatus(tt.in)
-			got := [5]int32{out.desired, out.ready, out.available, out.updated, out.used}
+			out := Compute(tt.in)
+			got := [5]int32{out.Desired, out.Ready, out.Available, out.Updated, out.Used}
 			if got != tt.wantTotals {
 				t.Errorf("desired/ready/available/updated/used = %v, want %v", got, tt.wantTotals)
 			}
 			var order []string
-			for _, c := range out.clusters {
+			for _, c := range out.Clusters {
 				order = append(order, c.Name)
 			}
 			if strings.Join(order, ",") != strings.Join(tt.wantOrder, ",") {
 				t.Errorf("clusters = %v, want %v", order, tt.wantOrder)
 			}
-			if len(out.conditions) != 6 {
-				t.Errorf("got %d conditions, want Scheduled, Applied, Available, Progressing, Degraded and Ready", len(out.conditions))
+			if len(out.Conditions) != 6 {
+				t.Errorf("got %d conditions, want Scheduled, Applied, Available, Progressing, Degraded and Ready", len(out.Conditions))
 			}
-			for _, c := range out.conditions {
-				if c.ObservedGeneration != tt.in.generation {
-					t.Errorf("%s observedGeneration = %d, want %d", c.Type, c.ObservedGeneration, tt.in.generation)
+			for _, c := range out.Conditions {
+				if c.ObservedGeneration != tt.in.Generation {
+					t.Errorf("%s observedGeneration = %d, want %d", c.Type, c.ObservedGeneration, tt.in.Generation)
 				}
 				if c.Reason == "" {
 					t.Errorf("%s has no reason", c.Type)
 				}
 			}
 			for typ, w := range tt.want {
-				checkCondition(t, out.conditions, typ, w)
+				checkCondition(t, out.Conditions, typ, w)
 			}
 		})
 	}
@@ -377,23 +377,23 @@ func TestComputeStatusDegradedReason(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		first clusterView // sorts before the degraded cluster "b"
+		first ClusterView // sorts before the degraded cluster "b"
 	}{
-		{"a cluster whose Work is not written yet", clusterView{name: "a", assigned: 1, member: readyMember("a")}},
-		{"an evicted cluster without a Work", clusterView{name: "a", member: lostMember("a", ""), evicted: &flotillav1.EvictedCluster{Name: "a", Replicas: 1}}},
-		{"an evicting cluster with a stale Degraded Work", clusterView{name: "a", assigned: 1, member: lostMember("a", ""), work: staleDegraded(), evicting: true}},
-		{"a lost cluster with a stale Degraded Work", clusterView{name: "a", assigned: 1, member: lostMember("a", ""), work: staleDegraded()}},
-		{"a cluster not reported on at its Work's generation", clusterView{name: "a", assigned: 1, member: readyMember("a"), work: unreported}},
+		{"a cluster whose Work is not written yet", ClusterView{Name: "a", Assigned: 1, Member: readyMember("a")}},
+		{"an evicted cluster without a Work", ClusterView{Name: "a", Member: lostMember("a", ""), Evicted: &flotillav1.EvictedCluster{Name: "a", Replicas: 1}}},
+		{"an evicting cluster with a stale Degraded Work", ClusterView{Name: "a", Assigned: 1, Member: lostMember("a", ""), Work: staleDegraded(), Evicting: true}},
+		{"a lost cluster with a stale Degraded Work", ClusterView{Name: "a", Assigned: 1, Member: lostMember("a", ""), Work: staleDegraded()}},
+		{"a cluster not reported on at its Work's generation", ClusterView{Name: "a", Assigned: 1, Member: readyMember("a"), Work: unreported}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := computeStatus(statusInput{generation: 1, clusters: []clusterView{
+			out := Compute(Input{Generation: 1, Clusters: []ClusterView{
 				tt.first,
-				{name: "b", assigned: 1, member: readyMember("b"), work: failing},
+				{Name: "b", Assigned: 1, Member: readyMember("b"), Work: failing},
 			}})
-			checkCondition(t, out.conditions, flotillav1.ConditionDegraded,
+			checkCondition(t, out.Conditions, flotillav1.ConditionDegraded,
 				wantCondition{metav1.ConditionTrue, flotillav1.ReasonNotOwned, []string{"b: NotOwned: exists"}})
-			checkCondition(t, out.conditions, flotillav1.ConditionReady,
+			checkCondition(t, out.Conditions, flotillav1.ConditionReady,
 				wantCondition{metav1.ConditionFalse, flotillav1.ReasonNotOwned, nil})
 		})
 	}
@@ -401,20 +401,20 @@ func TestComputeStatusDegradedReason(t *testing.T) {
 
 func TestComputeStatusBoundsMessages(t *testing.T) {
 	long := strings.Repeat("x", 40000)
-	out := computeStatus(statusInput{generation: 1, scheduleErr: errors.New(long), scheduleReason: flotillav1.ReasonUnschedulable})
-	for _, c := range out.conditions {
+	out := Compute(Input{Generation: 1, ScheduleErr: errors.New(long), ScheduleReason: flotillav1.ReasonUnschedulable})
+	for _, c := range out.Conditions {
 		if len(c.Message) > 32768 {
 			t.Errorf("%s message is %d bytes, over the API's 32768", c.Type, len(c.Message))
 		}
 	}
-	checkCondition(t, out.conditions, flotillav1.ConditionScheduled,
+	checkCondition(t, out.Conditions, flotillav1.ConditionScheduled,
 		wantCondition{metav1.ConditionFalse, flotillav1.ReasonUnschedulable, []string{" ..."}})
 }
 
 func TestComputeStatusDoesNotReorderItsInput(t *testing.T) {
-	in := []clusterView{{name: "b"}, {name: "a"}}
-	computeStatus(statusInput{clusters: in})
-	if in[0].name != "b" || in[1].name != "a" {
-		t.Errorf("input reordered to %s, %s", in[0].name, in[1].name)
+	in := []ClusterView{{Name: "b"}, {Name: "a"}}
+	Compute(Input{Clusters: in})
+	if in[0].Name != "b" || in[1].Name != "a" {
+		t.Errorf("input reordered to %s, %s", in[0].Name, in[1].Name)
 	}
 }

@@ -1,0 +1,62 @@
+package myapp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// reconcileDelete removes the app's Works, then its finalizer.
+func (r *Reconciler) reconcileDelete(ctx context.Context, app *flotillav1.MyApp) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(app, flotillav1.MyAppFinalizer) {
+		return reconcile.Result{}, nil
+	}
+	works, err := r.works(ctx, app.Namespace, app.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(works) > 0 {
+		var p plan
+		for _, w := range works {
+			if w.DeletionTimestamp.IsZero() {
+				p.remove = append(p.remove, w)
+			}
+		}
+		if _, err := r.writeWorks(ctx, p); err != nil {
+			return reconcile.Result{}, err
+		}
+		// The Works' delete events requeue this MyApp; the poll is a
+		// backstop in case the cache misses one.
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	patched := app.DeepCopy()
+	controllerutil.RemoveFinalizer(patched, flotillav1.MyAppFinalizer)
+	if err := r.Client.Patch(ctx, patched, client.MergeFrom(app)); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("removing the finalizer: %w", err)
+	}
+	r.clearMetrics(app)
+	return reconcile.Result{}, nil
+}
+
+// deleteWorks deletes the Works of a MyApp that no longer exists.
+func (r *Reconciler) deleteWorks(ctx context.Context, namespace, name string) error {
+	works, err := r.works(ctx, namespace, name)
+	if err != nil || len(works) == 0 {
+		return err
+	}
+	var p plan
+	for _, w := range works {
+		if w.DeletionTimestamp.IsZero() {
+			p.remove = append(p.remove, w)
+		}
+	}
+	_, err = r.writeWorks(ctx, p)
+	return err
+}

@@ -1,0 +1,141 @@
+package myapp
+
+import (
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/appstatus"
+	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+	"github.com/flotilla-dev/flotilla/pkg/rollout"
+)
+
+// desiredState is what one reconcile wants the world to look like. It is
+// computed from a scope by pure functions; the write step makes it so.
+type desiredState struct {
+	// decision is the placement in force: the scheduler's, or the previous
+	// one when the app cannot be scheduled now (it keeps running where it
+	// runs).
+	decision *flotillav1.PlacementDecision
+	// scheduled says the scheduler placed the replicas; only then is a
+	// changed decision an event.
+	scheduled bool
+	// works are the Works to write and delete.
+	works plan
+	// rollout is the step of a Progressive rollout; nil otherwise.
+	rollout *rollout.Result
+	// status is the MyApp's new status, as it is when every write succeeds.
+	status flotillav1.MyAppStatus
+	// requeueAfter is the earliest time-driven change: a toleration or
+	// failback window ending, a kept Work's grace period, a rollout's
+	// minSuccessTime or progressDeadline.
+	requeueAfter time.Duration
+}
+
+// desired computes the desired state of s.app: schedule, step the rollout,
+// plan the Works (each target cluster rendered once) and compute the status.
+// It reads s and writes nothing.
+func desired(s *scope) (*desiredState, error) {
+	app := s.app
+	result, schedErr := placement.Schedule(placement.InputFor(app, s.clusters.list, s.now))
+	d := &desiredState{scheduled: schedErr == nil}
+	reason := ""
+	if schedErr != nil {
+		reason = flotillav1.ReasonUnschedulable
+		var se *placement.ScheduleError
+		if errors.As(schedErr, &se) {
+			reason = se.Reason
+		}
+		// Keep running where the app runs: render the previous decision
+		// with the current spec, and say why nothing new could be placed.
+		d.decision = app.Status.Placement.DeepCopy()
+		if d.decision == nil {
+			d.decision = &flotillav1.PlacementDecision{}
+		}
+	} else {
+		d.decision = result.Decision(app.Status.Placement, app.Generation, s.now)
+	}
+
+	var revisions map[string]*flotillav1.RevisionTemplate
+	if rollout.Enabled(&app.Spec) {
+		targets, err := rolloutTargets(s, d.decision)
+		if err != nil {
+			return nil, err
+		}
+		res := rollout.Step(app.Status.Rollout, &app.Spec, targets, s.now)
+		d.rollout, revisions = &res, res.Revisions
+	}
+	var err error
+	if d.works, err = planWorks(app, d.decision, s.clusters, s.works, revisions, s.now); err != nil {
+		return nil, err
+	}
+	d.status = newStatus(app, d, appstatus.Input{
+		Generation:     app.Generation,
+		Clusters:       d.works.views,
+		ScheduleErr:    schedErr,
+		ScheduleReason: reason,
+		Warnings:       result.Warnings,
+	})
+	// Also when unschedulable: a failback about to complete may make the
+	// app schedulable again, and the scheduler says when.
+	d.requeueAfter = earliest(d.works.requeueAfter, result.RequeueAfter)
+	if d.rollout != nil {
+		d.requeueAfter = earliest(d.requeueAfter, d.rollout.RequeueAfter)
+	}
+	return d, nil
+}
+
+// rolloutTargets lists the decision's clusters as the rollout sees them,
+// with the replicas each Work asks for (no rendering needed for that).
+func rolloutTargets(s *scope, decision *flotillav1.PlacementDecision) ([]rollout.Target, error) {
+	targets := make([]rollout.Target, 0, len(decision.Clusters))
+	for _, tc := range decision.Clusters {
+		mc := s.clusters.byName[tc.Name]
+		assigned, err := render.Replicas(s.app, mc, tc.Replicas)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, rollout.Target{Name: tc.Name, Member: mc, Work: s.works[tc.Name], Assigned: assigned})
+	}
+	return targets, nil
+}
+
+// newStatus is app's status with the decision, the rollout and the
+// aggregated view of the clusters in. It returns a new value and leaves
+// app as it is.
+func newStatus(app *flotillav1.MyApp, d *desiredState, in appstatus.Input) flotillav1.MyAppStatus {
+	st := *app.Status.DeepCopy()
+	st.Placement = d.decision
+	st.Rollout = nil
+	if d.rollout != nil {
+		st.Rollout = d.rollout.Status
+	}
+	out := appstatus.Compute(in)
+	st.Clusters = out.Clusters
+	st.DesiredReplicas = out.Desired
+	st.ReadyReplicas = out.Ready
+	st.AvailableReplicas = out.Available
+	st.UpdatedReplicas = out.Updated
+	st.ClusterCount = out.Used
+	for _, c := range out.Conditions {
+		if d.rollout != nil && c.Type == flotillav1.ConditionProgressing {
+			if rc, ok := rolloutCondition(d.rollout.Status, app.Generation); ok {
+				c = rc
+			}
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	st.ObservedGeneration = app.Generation
+	return st
+}
+
+// earliest is the shorter of two positive durations; zero means none.
+func earliest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,140 @@
+package myapp
+
+import (
+	"sort"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/appstatus"
+	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/pkg/rollout"
+	"github.com/flotilla-dev/flotilla/pkg/workstatus"
+)
+
+// plan is what one reconcile will write and how it will look.
+type plan struct {
+	// apply are the Works to create or update.
+	apply []*flotillav1.Work
+	// remove are the Works to delete.
+	remove []*flotillav1.Work
+	// views feed the status computation.
+	views []appstatus.ClusterView
+	// requeueAfter is when a kept evicted Work's grace period ends.
+	requeueAfter time.Duration
+}
+
+// planWorks decides which Works to write, keep and delete for decision,
+// rendering each target cluster once. revisions, set for a Progressive
+// rollout, name the revision each target cluster renders; replicas always
+// come from decision and the current spec. It leaves existing as it is.
+func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, revisions map[string]*flotillav1.RevisionTemplate, now time.Time) (plan, error) {
+	var p plan
+	wanted := map[string]bool{}
+	for _, tc := range decision.Clusters {
+		if err := p.target(app, tc, clusters.byName[tc.Name], existing[tc.Name], revisions[tc.Name]); err != nil {
+			return p, err
+		}
+		wanted[tc.Name] = true
+	}
+	p.evicted(app, decision, clusters, existing, wanted, now)
+	for name, w := range existing {
+		if !wanted[name] && w.DeletionTimestamp.IsZero() {
+			p.remove = append(p.remove, w)
+		}
+	}
+	sort.Slice(p.remove, func(i, j int) bool { return p.remove[i].Namespace < p.remove[j].Namespace })
+	return p, nil
+}
+
+// target renders the Work of one target cluster (at revision rt, when set)
+// and plans to write it unless cur already asks for the same.
+func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *flotillav1.MemberCluster, cur *flotillav1.Work, rt *flotillav1.RevisionTemplate) error {
+	src := app
+	if rt != nil {
+		src = rollout.AppAt(app, rt)
+	}
+	desired, replicas, err := render.Work(src, tc.Name, mc, tc.Replicas)
+	if err != nil {
+		return err
+	}
+	if rt != nil {
+		desired.Labels[flotillav1.LabelRevision] = rt.Name
+	}
+	view := appstatus.ClusterView{Name: tc.Name, Assigned: replicas, Member: mc, Work: cur}
+	if cur == nil || !render.SameManifests(cur.Spec.Manifests, desired.Spec.Manifests) || !labelsContain(cur.Labels, desired.Labels) || !cur.DeletionTimestamp.IsZero() {
+		p.apply = append(p.apply, desired)
+		// The member has not seen this spec yet.
+		if cur != nil {
+			stale := cur.DeepCopy()
+			stale.Generation++
+			view.Work = stale
+		}
+	}
+	p.views = append(p.views, view)
+	return nil
+}
+
+// evicted plans the clusters replicas were moved away from: their Work is
+// kept while the purge policy says so (Graciously: until the replacements
+// are available or the grace period ends), and a cluster without a Work
+// still shows, as lost, until it fails back, so a reader of the status sees
+// where the replicas went and why. It marks kept clusters in wanted.
+func (p *plan) evicted(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, wanted map[string]bool, now time.Time) {
+	allAvailable := true
+	for _, v := range p.views {
+		if appstatus.Cluster(v).Phase != flotillav1.ClusterAppAvailable || v.Work == nil || !workstatus.Observed(v.Work) {
+			allAvailable = false
+		}
+	}
+	cu := clusterUnreachable(app)
+	for _, e := range decision.Evicted {
+		cur := existing[e.Name]
+		if cur == nil || wanted[e.Name] {
+			continue
+		}
+		keep := cu.PurgeMode == flotillav1.PurgeNever
+		if cu.PurgeMode != flotillav1.PurgeNever && cu.PurgeMode != flotillav1.PurgeImmediately { // Graciously
+			deadline := e.EvictionTime.Add(time.Duration(*cu.GracePeriodSeconds) * time.Second)
+			if !allAvailable && now.Before(deadline) {
+				keep = true
+				p.requeueAfter = earliest(p.requeueAfter, deadline.Sub(now))
+			}
+		}
+		if keep {
+			wanted[e.Name] = true
+			p.views = append(p.views, appstatus.ClusterView{Name: e.Name, Assigned: e.Replicas, Member: clusters.byName[e.Name], Work: cur, Evicting: true})
+		}
+	}
+	for i, e := range decision.Evicted {
+		if !wanted[e.Name] {
+			p.views = append(p.views, appstatus.ClusterView{Name: e.Name, Member: clusters.byName[e.Name], Evicted: &decision.Evicted[i]})
+		}
+	}
+}
+
+// clusterUnreachable returns the app's unreachable-cluster policy with the
+// CRD's defaults filled in.
+func clusterUnreachable(app *flotillav1.MyApp) flotillav1.ClusterFailover {
+	out := flotillav1.ClusterFailover{PurgeMode: flotillav1.DefaultPurgeMode, GracePeriodSeconds: ptr.To(flotillav1.DefaultGracePeriodSeconds)}
+	if app.Spec.Failover != nil && app.Spec.Failover.ClusterUnreachable != nil {
+		in := app.Spec.Failover.ClusterUnreachable
+		if in.PurgeMode != "" {
+			out.PurgeMode = in.PurgeMode
+		}
+		if in.GracePeriodSeconds != nil {
+			out.GracePeriodSeconds = in.GracePeriodSeconds
+		}
+	}
+	return out
+}
+
+func labelsContain(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,65 @@
+package myapp
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// workToMyApp maps a Work to the MyApp its labels name.
+func workToMyApp(_ context.Context, obj client.Object) []reconcile.Request {
+	l := obj.GetLabels()
+	ns, name := l[flotillav1.LabelMyAppNamespace], l[flotillav1.LabelMyAppName]
+	if ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// allMyApps enqueues every MyApp: a cluster change may move any of them.
+func (r *Reconciler) allMyApps(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list flotillav1.MyAppList
+	if err := r.Client.List(ctx, &list); err != nil {
+		log.FromContext(ctx).Error(err, "listing MyApps for a MemberCluster change")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// placementRelevant passes MemberCluster events that can change a
+// placement: creation, deletion, labels, spec (taints, topology), and the
+// Ready condition's status or transition time. Heartbeats and resource
+// summaries change every few seconds on every cluster; reacting to them would
+// reconcile every MyApp each time, so capacity is read at the next reconcile
+// that happens for another reason.
+type placementRelevant struct{ predicate.Funcs }
+
+func (placementRelevant) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*flotillav1.MemberCluster)
+	n, ok2 := e.ObjectNew.(*flotillav1.MemberCluster)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if !equality.Semantic.DeepEqual(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Spec, n.Spec) {
+		return true
+	}
+	oc := meta.FindStatusCondition(o.Status.Conditions, flotillav1.ConditionReady)
+	nc := meta.FindStatusCondition(n.Status.Conditions, flotillav1.ConditionReady)
+	if (oc == nil) != (nc == nil) {
+		return true
+	}
+	return oc != nil && (oc.Status != nc.Status || !oc.LastTransitionTime.Equal(&nc.LastTransitionTime))
+}

@@ -1,0 +1,182 @@
+package myapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/metrics"
+	"github.com/flotilla-dev/flotilla/internal/ssa"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+)
+
+// write makes d so: the finalizer, a Progressive rollout's state, the Works
+// and the status, in that order where order matters, in parallel where it
+// does not. start is when the reconcile began, for the propagation metric.
+func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start time.Time) (reconcile.Result, error) {
+	base := s.app
+	progressive := d.rollout != nil
+	if progressive {
+		var err error
+		if base, err = r.writeRollout(ctx, base, d); err != nil {
+			if apierrors.IsConflict(err) {
+				// The cache is behind: the event of the newer MyApp brings
+				// a reconcile that sees it.
+				log.FromContext(ctx).V(1).Info("rollout computed from a stale MyApp; waiting for the newer one", "error", err.Error())
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, err
+		}
+	}
+
+	// The finalizer is added in parallel with the Work writes rather than
+	// before them, to keep API writes off the propagation path in series; a
+	// Work written for a MyApp deleted before its finalizer lands is removed
+	// when the controller finds the MyApp gone.
+	var finalizerErr error
+	var finalizerWG sync.WaitGroup
+	if !controllerutil.ContainsFinalizer(base, flotillav1.MyAppFinalizer) {
+		finalizerWG.Go(func() { _, finalizerErr = r.addFinalizer(ctx, base) })
+	}
+	wrote, writeErr := r.writeWorks(ctx, d.works)
+	if wrote > 0 {
+		metrics.WorksWritten.Observe(time.Since(start).Seconds())
+	}
+	finalizerWG.Wait()
+
+	if d.scheduled && !placement.SameDecision(s.app.Status.Placement, d.decision) {
+		r.recordPlacementChange(s.app, s.app.Status.Placement, d.decision)
+	}
+	status := d.status
+	if writeErr != nil || finalizerErr != nil {
+		// Not converged: the status does not claim this generation.
+		status.ObservedGeneration = s.app.Status.ObservedGeneration
+	}
+	r.exportMetrics(s.app, status.Clusters)
+	statusErr := r.writeStatus(ctx, base, status, progressive)
+	if err := errors.Join(writeErr, finalizerErr, statusErr); err != nil {
+		return reconcile.Result{}, err
+	}
+	if d.requeueAfter > 0 {
+		log.FromContext(ctx).V(1).Info("requeue for a time-driven change", "after", d.requeueAfter)
+	}
+	return reconcile.Result{RequeueAfter: d.requeueAfter}, nil
+}
+
+// writeRollout records a Progressive rollout's new state before any Work is
+// written, so the Works never get ahead of the recorded state and a new hub
+// continues from it. The finalizer goes first (the rollout is written with
+// optimistic locking, so not in parallel with it). It returns the MyApp as
+// written; the rest of the status is patched against it.
+func (r *Reconciler) writeRollout(ctx context.Context, app *flotillav1.MyApp, d *desiredState) (*flotillav1.MyApp, error) {
+	if !controllerutil.ContainsFinalizer(app, flotillav1.MyAppFinalizer) {
+		patched, err := r.addFinalizer(ctx, app)
+		if err != nil {
+			return nil, err
+		}
+		app = patched
+	}
+	if equality.Semantic.DeepEqual(app.Status.Rollout, d.rollout.Status) {
+		return app, nil
+	}
+	patched := app.DeepCopy()
+	patched.Status.Rollout = d.rollout.Status.DeepCopy()
+	if err := r.Client.Status().Patch(ctx, patched, client.MergeFromWithOptions(app, client.MergeFromWithOptimisticLock{})); err != nil {
+		return nil, fmt.Errorf("recording the rollout of revision %s: %w", d.rollout.Status.TargetRevision, err)
+	}
+	r.recordRollout(app, d.rollout)
+	return patched, nil
+}
+
+// addFinalizer adds the MyApp finalizer and returns the patched MyApp.
+func (r *Reconciler) addFinalizer(ctx context.Context, app *flotillav1.MyApp) (*flotillav1.MyApp, error) {
+	patched := app.DeepCopy()
+	controllerutil.AddFinalizer(patched, flotillav1.MyAppFinalizer)
+	if err := r.Client.Patch(ctx, patched, client.MergeFrom(app)); err != nil {
+		return nil, fmt.Errorf("adding the finalizer: %w", err)
+	}
+	return patched, nil
+}
+
+// writeStatus patches app's status to status when it differs. A
+// Progressive rollout's status is patched with optimistic locking: a status
+// computed from a stale cache must not overwrite the rollout's state, and
+// the newer MyApp's event brings the next reconcile.
+func (r *Reconciler) writeStatus(ctx context.Context, app *flotillav1.MyApp, status flotillav1.MyAppStatus, optimistic bool) error {
+	if equality.Semantic.DeepEqual(app.Status, status) {
+		return nil
+	}
+	patched := app.DeepCopy()
+	patched.Status = status
+	patch := client.MergeFrom(app)
+	if optimistic {
+		patch = client.MergeFromWithOptions(app, client.MergeFromWithOptimisticLock{})
+	}
+	err := r.Client.Status().Patch(ctx, patched, patch)
+	switch {
+	case optimistic && apierrors.IsConflict(err):
+		log.FromContext(ctx).V(1).Info("status computed from a stale MyApp; waiting for the newer one", "error", err.Error())
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("patching MyApp status: %w", err)
+	}
+	return nil
+}
+
+// writeWorks applies and deletes Works, all in parallel: propagation to N
+// clusters costs one round trip, not N. It returns how many it wrote.
+func (r *Reconciler) writeWorks(ctx context.Context, p plan) (int, error) {
+	n := len(p.apply) + len(p.remove)
+	if n == 0 {
+		return 0, nil
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, w := range p.apply {
+		wg.Go(func() { errs[i] = r.applyWork(ctx, w) })
+	}
+	for i, w := range p.remove {
+		wg.Go(func() {
+			if err := r.Client.Delete(ctx, w); err != nil && !apierrors.IsNotFound(err) {
+				errs[len(p.apply)+i] = fmt.Errorf("deleting Work %s/%s: %w", w.Namespace, w.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return n, errors.Join(errs...)
+}
+
+// applyWork server-side applies w, creating its cluster namespace when the
+// MemberCluster controller has not yet.
+func (r *Reconciler) applyWork(ctx context.Context, w *flotillav1.Work) error {
+	apply := func() error {
+		ac, err := ssa.ApplyConfiguration(w)
+		if err != nil {
+			return err
+		}
+		return r.Client.Apply(ctx, ac, client.FieldOwner(flotillav1.FieldOwnerHub), client.ForceOwnership)
+	}
+	err := apply()
+	if apierrors.IsNotFound(err) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}
+		if cerr := r.Client.Create(ctx, ns); cerr != nil && !apierrors.IsAlreadyExists(cerr) {
+			return fmt.Errorf("creating namespace %s: %w", w.Namespace, cerr)
+		}
+		err = apply()
+	}
+	if err != nil {
+		return fmt.Errorf("applying Work %s/%s: %w", w.Namespace, w.Name, err)
+	}
+	return nil
+}
