@@ -1,16 +1,23 @@
-// Package myapp is the hub's MyApp controller. For each MyApp it reads the
-// MemberClusters from the cache, asks pkg/placement where the replicas go
-// (the decision recorded in status.placement feeds the next one), renders one
-// Deployment per target cluster with the per-cluster overrides applied, and
-// writes one Work per cluster into the hub namespace flotilla-cluster-<name>,
-// all clusters in parallel. It keeps an evicted cluster's Work until the
-// replacement replicas are available (graceful eviction), aggregates the
-// Works' status (as the agents report it) into MyApp.status, and requeues
-// itself for the times the scheduler names: a toleration running out, a
-// failback window ending.
+// Package myapp is the hub's MyApp controller. Each reconcile has three
+// steps, one file each:
+//
+//   - read (scope.go): the MyApp, the MemberClusters and the app's Works
+//     from the cache, and the clock, once;
+//   - desired (desired.go, plan.go): pure functions compute where the
+//     replicas go (pkg/placement; the decision recorded in status.placement
+//     feeds the next one), the step of a Progressive rollout (pkg/rollout),
+//     the Work of each target cluster rendered once with its overrides and
+//     revision (hub/render), which evicted clusters keep their Work
+//     (graceful eviction), and the new status (hub/appstatus);
+//   - write (write.go): the finalizer, a Progressive rollout's state (with
+//     optimistic locking, before any Work), the Works — all clusters in
+//     parallel — and one status patch; then a requeue for the times the
+//     scheduler and the rollout name (a toleration or failback window
+//     ending, a minSuccessTime or progressDeadline).
 //
 // Works live in other namespaces than their MyApp, so they carry labels
 // (flotilla.dev/myapp-namespace, flotilla.dev/myapp-name) instead of owner
 // references; a Work whose MyApp is gone is deleted when the controller
-// sees it, and a finalizer on the MyApp holds it until its Works are gone.
+// sees it (delete.go), and a finalizer on the MyApp holds it until its
+// Works are gone. Events and metrics are told in events.go.
 package myapp
