@@ -289,7 +289,7 @@ func TestDeleteRemovesOnlyThatWorksObjects(t *testing.T) {
 	f := newFixture(t)
 	other := uniqueNamespace()
 	f.createNamespace(other)
-	a := New(nil, f.c, Options{})
+	a := f.recordingApplier(Options{})
 	f.apply(a, newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 1), deployment(other, "web", "web:1", 1)))
 	f.apply(a, newWork(t, f.work("api"), 1, deployment(f.ns, "api", "api:1", 1)))
 	f.createUnowned(deployment(f.ns, "theirs", "theirs:1", 1))
@@ -325,12 +325,12 @@ func TestDeleteRemovesOnlyThatWorksObjects(t *testing.T) {
 // unlabelled Deployment, not even with an empty keep set.
 func TestPruneRemovesOwnedObjectsNotKept(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, f.c, Options{})
+	a := f.recordingApplier(Options{})
 	f.apply(a, newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 1)))
 	f.apply(a, newWork(t, f.work("api"), 1, deployment(f.ns, "api", "api:1", 1)))
 	f.createUnowned(deployment(f.ns, "theirs", "theirs:1", 1))
 
-	deleted, err := a.Prune(f.ctx, sets.New(f.work("web")))
+	deleted, err := a.Prune(f.ctx, sets.New(f.work("web")), false)
 	if err != nil {
 		t.Fatalf("pruning: %v", err)
 	}
@@ -345,7 +345,7 @@ func TestPruneRemovesOwnedObjectsNotKept(t *testing.T) {
 		t.Errorf("Applied() = %+v, want only %s", got, f.work("web"))
 	}
 
-	if _, err := a.Prune(f.ctx, sets.New[string]()); err != nil {
+	if _, err := a.Prune(f.ctx, sets.New[string](), false); err != nil {
 		t.Fatalf("pruning everything: %v", err)
 	}
 	f.gone(f.ns, "web")

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -16,82 +19,343 @@ import (
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
 
-// Delete deletes every object applied for the Work called workName: objects
-// of the Applier's kinds, in any namespace, that carry the Work's label and
-// annotation. It returns what it deleted. Objects are deleted in the
-// background (the garbage collector removes their ReplicaSets and pods
-// afterwards) and only if their UID is still the one listed, so an object
-// replaced meanwhile is left alone.
+// ErrNoIdentity is returned by Delete and Prune (and by an Apply that
+// would delete objects its Work dropped) of an Applier whose fleet id is
+// not set: a deletion it cannot tie to its fleet is exactly how another
+// hub's, or a restored hub's, view of the world would remove running
+// workloads.
+var ErrNoIdentity = errors.New("the applier has no fleet identity (SetIdentity was not called), so it deletes nothing")
+
+// Delete deletes the objects recorded in Work workName's applied set and
+// then the record, and returns what it deleted. It is not braked: deleting
+// one Work is what the hub asked for, one Work at a time.
 //
-// Objects are listed through the reader: with a cache, one created moments
-// ago may not be listed yet. Callers that need certainty call Delete again,
-// or rely on a later Prune.
+// An object is deleted only when it still is what was recorded: the same
+// UID (or, for an object recorded just before its first apply, any UID),
+// owned by the Work (its label and annotation), and carrying the Applier's
+// fleet id and cluster name. Objects are deleted in the background (the
+// garbage collector removes their ReplicaSets and pods afterwards) with
+// the live UID as a precondition, so an object replaced meanwhile is left
+// alone. An object that is gone, replaced or no longer Flotilla's is
+// dropped from the record and left alone; one whose deletion failed stays
+// recorded and makes Delete return an error, to be called again.
+//
+// The Fence is called before anything is deleted. Without a fleet id,
+// Delete returns ErrNoIdentity.
 func (a *Applier) Delete(ctx context.Context, workName string) ([]v1alpha1.ResourceIdentifier, error) {
 	// The Work is going away whether or not every delete succeeds: it no
 	// longer counts as applied.
 	a.tracker.forget(workName)
-	deleted, err := a.deleteOwned(ctx,
-		client.MatchingLabels{v1alpha1.LabelWork: v1alpha1.WorkLabelValue(workName)},
-		func(owner string) bool { return owner == workName })
+	unlock := a.locks.lock(workName)
+	defer unlock()
+	deleted, err := a.deleteWork(ctx, workName)
 	if err != nil {
 		return deleted, fmt.Errorf("deleting the objects of Work %s: %w", workName, err)
 	}
 	return deleted, nil
 }
 
-// Prune deletes every object Flotilla owns in the cluster (of the Applier's
-// kinds, carrying a consistent flotilla.dev/work label and annotation)
-// whose Work is not in keep, and returns what it deleted. Objects without
-// Flotilla's label, or whose label and annotation disagree, are never
-// touched. The caller calls it only after a complete snapshot of the Works
-// the cluster should run: anything missing from keep is deleted.
-func (a *Applier) Prune(ctx context.Context, keep sets.Set[string]) ([]v1alpha1.ResourceIdentifier, error) {
+// deleteWork deletes what Work workName's record holds; the caller holds
+// the Work's lock.
+func (a *Applier) deleteWork(ctx context.Context, workName string) ([]v1alpha1.ResourceIdentifier, error) {
+	if err := a.ensureLoaded(ctx); err != nil {
+		return nil, err
+	}
+	if fleet, _ := a.Identity(); fleet == "" {
+		return nil, ErrNoIdentity
+	}
+	rec := a.set.get(workName)
+	if rec == nil {
+		return nil, nil
+	}
+	if err := a.mayDelete(ctx); err != nil {
+		return nil, err
+	}
+	return a.deleteRecorded(ctx, workName, rec.objects)
+}
+
+// Prune deletes the recorded objects of every Work not in keep, under the
+// rules of Delete, and returns what it deleted. It acts only on the
+// applied set: an object that carries Flotilla's labels but is not
+// recorded (applied by another agent, another fleet, a hand copy) is never
+// deleted. The caller calls it only after a complete snapshot of the
+// Works the cluster should run.
+//
+// Unless confirmed, a prune that would delete more objects than the
+// Applier's Brake allows deletes nothing and returns a *PruneBlockedError.
+// The Fence is called before anything is deleted; without a fleet id,
+// Prune returns ErrNoIdentity.
+func (a *Applier) Prune(ctx context.Context, keep sets.Set[string], confirmed bool) ([]v1alpha1.ResourceIdentifier, error) {
 	a.tracker.retain(keep)
-	deleted, err := a.deleteOwned(ctx, client.HasLabels{v1alpha1.LabelWork},
-		func(owner string) bool { return !keep.Has(owner) })
-	if err != nil {
+	if err := a.ensureLoaded(ctx); err != nil {
+		return nil, fmt.Errorf("pruning: %w", err)
+	}
+	if fleet, _ := a.Identity(); fleet == "" {
+		return nil, fmt.Errorf("pruning: %w", ErrNoIdentity)
+	}
+	held, wouldDelete := 0, 0
+	var works []string
+	for _, r := range a.set.all() {
+		held += len(r.objects)
+		if !keep.Has(r.work) {
+			wouldDelete += len(r.objects)
+			works = append(works, r.work)
+		}
+	}
+	if len(works) == 0 {
+		return nil, nil
+	}
+	if !confirmed && BrakeHolds(wouldDelete, held, a.brake) {
+		return nil, &PruneBlockedError{WouldDelete: wouldDelete, Held: held, Works: works, Brake: a.brake}
+	}
+	if err := a.mayDelete(ctx); err != nil {
+		return nil, fmt.Errorf("pruning: %w", err)
+	}
+	var deleted []v1alpha1.ResourceIdentifier
+	var errs []error
+	for _, name := range works {
+		unlock := a.locks.lock(name)
+		// Read the record again under the Work's lock: it is the one to
+		// act on.
+		var d []v1alpha1.ResourceIdentifier
+		var err error
+		if rec := a.set.get(name); rec != nil {
+			d, err = a.deleteRecorded(ctx, name, rec.objects)
+		}
+		unlock()
+		deleted = append(deleted, d...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pruning Work %s: %w", name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return deleted, fmt.Errorf("pruning objects of Works no longer wanted: %w", err)
 	}
 	return deleted, nil
 }
 
-// deleteOwned lists the Applier's kinds with selector and deletes each
-// owned object whose owning Work name passes match.
-func (a *Applier) deleteOwned(ctx context.Context, selector client.ListOption, match func(workName string) bool) ([]v1alpha1.ResourceIdentifier, error) {
+// mayDelete says whether the Applier may delete now: it has a fleet id
+// and its Fence passes.
+func (a *Applier) mayDelete(ctx context.Context) error {
+	if fleet, _ := a.Identity(); fleet == "" {
+		return ErrNoIdentity
+	}
+	if a.fence != nil {
+		if err := a.fence(ctx); err != nil {
+			return fmt.Errorf("the fence refused deletion, nothing was deleted: %w", err)
+		}
+	}
+	return nil
+}
+
+// recordIntent adds to Work work's record the objects of ids it does not
+// hold yet, without UIDs, before they are applied. The caller holds the
+// Work's lock. Re-applying a Work whose objects are all recorded writes
+// nothing.
+func (a *Applier) recordIntent(ctx context.Context, work string, ids []v1alpha1.ResourceIdentifier) error {
+	rec := a.set.get(work)
+	if rec == nil {
+		rec = &record{work: work}
+	}
+	objects := slices.Clone(rec.objects)
+	for _, id := range ids {
+		if rec.find(id) < 0 {
+			objects = append(objects, AppliedObject{ResourceIdentifier: id})
+		}
+	}
+	if len(objects) == len(rec.objects) {
+		return nil
+	}
+	return a.writeRecord(ctx, work, objects)
+}
+
+// recordApplied writes the UIDs the apply returned into Work work's
+// record, and drops the entries recorded without a UID whose object turned
+// out to be someone else's (NotOwned): this Applier did not create them.
+// The caller holds the Work's lock; nothing is written when nothing
+// changed.
+func (a *Applier) recordApplied(ctx context.Context, work string, results []Result) error {
+	rec := a.set.get(work)
+	if rec == nil {
+		rec = &record{work: work}
+	}
+	objects := slices.Clone(rec.objects)
+	changed := false
+	for _, r := range results {
+		i := slices.IndexFunc(objects, func(o AppliedObject) bool { return o.ResourceIdentifier == r.Identifier })
+		switch {
+		case r.Applied() && i < 0:
+			objects = append(objects, AppliedObject{ResourceIdentifier: r.Identifier, UID: r.Object.GetUID()})
+			changed = true
+		case r.Applied() && objects[i].UID != r.Object.GetUID():
+			objects[i].UID = r.Object.GetUID()
+			changed = true
+		case r.Reason == v1alpha1.ReasonNotOwned && i >= 0 && objects[i].UID == "":
+			objects = slices.Delete(objects, i, i+1)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := a.writeRecord(ctx, work, objects); err != nil {
+		return fmt.Errorf("recording the applied objects' UIDs: %w", err)
+	}
+	return nil
+}
+
+// deleteDropped deletes the objects Work work's record holds that wanted
+// (what the Work names now) does not. The caller holds the Work's lock.
+func (a *Applier) deleteDropped(ctx context.Context, work string, wanted []v1alpha1.ResourceIdentifier) error {
+	rec := a.set.get(work)
+	if rec == nil {
+		return nil
+	}
+	var dropped []AppliedObject
+	for _, o := range rec.objects {
+		if !slices.Contains(wanted, o.ResourceIdentifier) {
+			dropped = append(dropped, o)
+		}
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	if err := a.mayDelete(ctx); err != nil {
+		return err
+	}
+	_, err := a.deleteRecorded(ctx, work, dropped)
+	return err
+}
+
+// deleteRecorded deletes objs, entries of Work work's record, and removes
+// from the record every entry it is done with (deleted, gone, or no longer
+// the Work's); entries whose deletion failed stay. The caller holds the
+// Work's lock and checked mayDelete.
+func (a *Applier) deleteRecorded(ctx context.Context, work string, objs []AppliedObject) ([]v1alpha1.ResourceIdentifier, error) {
 	var deleted []v1alpha1.ResourceIdentifier
 	var errs []error
-	for _, gvk := range a.kinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := a.reader.List(ctx, list, selector); err != nil {
-			if meta.IsNoMatchError(err) {
-				// The cluster does not serve this kind, so nothing of it
-				// was applied.
-				continue
-			}
-			errs = append(errs, fmt.Errorf("listing %s: %w", gvk.Kind, err))
+	done := map[v1alpha1.ResourceIdentifier]bool{}
+	for _, o := range objs {
+		ok, err := a.deleteObject(ctx, work, o)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", describe(o.ResourceIdentifier), err))
 			continue
 		}
-		for i := range list.Items {
-			obj := &list.Items[i]
-			owner := owningWork(obj)
-			if owner == "" || !match(owner) || obj.GetDeletionTimestamp() != nil {
-				continue
+		done[o.ResourceIdentifier] = true
+		if ok {
+			deleted = append(deleted, o.ResourceIdentifier)
+		}
+	}
+	// An empty objs cleans up an empty record.
+	if len(done) > 0 || len(objs) == 0 {
+		var rest []AppliedObject
+		if rec := a.set.get(work); rec != nil {
+			for _, o := range rec.objects {
+				if !done[o.ResourceIdentifier] {
+					rest = append(rest, o)
+				}
 			}
-			id := v1alpha1.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-			err := a.writer.Delete(ctx, obj,
-				client.PropagationPolicy(metav1.DeletePropagationBackground),
-				client.Preconditions{UID: new(obj.GetUID())})
-			switch {
-			case err == nil:
-				log.FromContext(ctx).Info("deleted", "work", owner, "object", describe(id))
-				deleted = append(deleted, id)
-			case apierrors.IsNotFound(err):
-				// Someone else deleted it first.
-			default:
-				errs = append(errs, fmt.Errorf("deleting %s of Work %s: %w", describe(id), owner, err))
-			}
+		}
+		if err := a.writeRecord(ctx, work, rest); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return deleted, errors.Join(errs...)
+}
+
+// deleteObject deletes the live object o names when it is still the one
+// recorded for Work work (see Delete). It returns true when it deleted it,
+// false when there was nothing of this Work's to delete, and an error when
+// the deletion should be tried again.
+func (a *Applier) deleteObject(ctx context.Context, work string, o AppliedObject) (bool, error) {
+	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
+	live, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: o.Namespace, Name: o.Name})
+	switch {
+	case meta.IsNoMatchError(err):
+		// The cluster no longer serves the kind, so the object is gone.
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading it: %w", err)
+	case live == nil:
+		return false, nil
+	}
+	logger := log.FromContext(ctx).WithValues("work", work, "object", describe(o.ResourceIdentifier))
+	if o.UID != "" && live.GetUID() != o.UID {
+		logger.Info("not deleting an object that replaced the recorded one", "recordedUID", o.UID, "uid", live.GetUID())
+		return false, nil
+	}
+	if reason := a.notDeletable(live, work); reason != "" {
+		logger.Info("not deleting a recorded object that is no longer the Work's: "+reason, "uid", live.GetUID())
+		return false, nil
+	}
+	if live.GetDeletionTimestamp() != nil {
+		return false, nil
+	}
+	err = a.writer.Delete(ctx, live,
+		client.PropagationPolicy(metav1.DeletePropagationBackground),
+		client.Preconditions{UID: new(live.GetUID())})
+	switch {
+	case err == nil:
+		logger.Info("deleted", "uid", live.GetUID())
+		return true, nil
+	case apierrors.IsNotFound(err):
+		// Someone else deleted it first.
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// notDeletable says why live may not be deleted as Work work's object, or
+// "" when it may: it must be owned by the Work (OwnedBy) and carry the
+// Applier's fleet id and cluster name.
+func (a *Applier) notDeletable(live *unstructured.Unstructured, work string) string {
+	fleet, cluster := a.Identity()
+	labels := live.GetLabels()
+	switch {
+	case !OwnedBy(live, work):
+		return "it lacks the Work's label or annotation"
+	case labels[v1alpha1.LabelFleet] != fleet:
+		return fmt.Sprintf("its %s label is %q, not this applier's %q", v1alpha1.LabelFleet, labels[v1alpha1.LabelFleet], fleet)
+	case labels[v1alpha1.LabelCluster] != cluster:
+		return fmt.Sprintf("its %s label is %q, not this applier's %q", v1alpha1.LabelCluster, labels[v1alpha1.LabelCluster], cluster)
+	default:
+		return ""
+	}
+}
+
+// keyedMutex is a mutex per key, dropped when nobody holds or waits for it.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	refs int
+}
+
+// lock locks key and returns its unlock.
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
 }

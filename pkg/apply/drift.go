@@ -85,7 +85,8 @@ func (t *tracker) retain(keep sets.Set[string]) {
 //   - an applied object's metadata.generation moved since the apply,
 //     meaning someone changed its spec (for kinds without a generation:
 //     any change of its resourceVersion);
-//   - an applied object lost Flotilla's label or annotation.
+//   - an applied object lost Flotilla's label or annotation, or does not
+//     carry the fleet id the Applier has now (SetIdentity after the apply).
 //
 // Status updates do not move metadata.generation, so a Deployment rolling
 // out does not look like drift. Changes that leave the generation alone (a
@@ -98,6 +99,7 @@ func (a *Applier) NeedsApply(work *v1alpha1.Work, live []client.Object) bool {
 	if !ok || rec.generation != work.Generation || rec.uid != work.UID {
 		return true
 	}
+	fleet, _ := a.Identity()
 	found := 0
 	for _, obj := range live {
 		want, applied := rec.objects[obj.GetUID()]
@@ -105,7 +107,7 @@ func (a *Applier) NeedsApply(work *v1alpha1.Work, live []client.Object) bool {
 			continue
 		}
 		found++
-		if versionOf(obj) != want || !OwnedBy(obj, work.Name) {
+		if versionOf(obj) != want || !OwnedBy(obj, work.Name) || obj.GetLabels()[v1alpha1.LabelFleet] != fleet {
 			return true
 		}
 	}

@@ -66,6 +66,22 @@ func (f *fixture) with(t *testing.T) *fixture {
 // test's Works have names of their own.
 func (f *fixture) work(app string) string { return v1alpha1.WorkName(f.ns, app) }
 
+// Identity of the fleet and cluster the tests' recording appliers serve.
+const (
+	testFleet   = "fleet-test"
+	testCluster = "member-1"
+)
+
+// recordingApplier is an Applier that keeps its applied set in the test's
+// namespace and serves testFleet as testCluster, as the agent does once
+// the hub said hello. Each call is a new Applier: a restarted agent.
+func (f *fixture) recordingApplier(opts Options) *Applier {
+	opts.RecordNamespace = f.ns
+	a := New(nil, f.c, opts)
+	a.SetIdentity(testFleet, testCluster)
+	return a
+}
+
 // uniqueNamespace returns a namespace name no other test uses.
 func uniqueNamespace() string { return fmt.Sprintf("apply-%d", namespaces.Add(1)) }
 
