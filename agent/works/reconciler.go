@@ -21,6 +21,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete
 
 // Reconciler keeps held Works applied and reported. Its requests are Work
 // names (the Name of the request; Namespace is empty), mapped from the

@@ -2,7 +2,9 @@ package works
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -174,24 +176,49 @@ func (s *Store) forget(name string) {
 	}
 }
 
-// SnapshotComplete implements Applier: it prunes every owned object whose
-// Work is not in keep. Only a complete snapshot proves a Work is gone.
-func (s *Store) SnapshotComplete(ctx context.Context, keep []string) error {
+// SnapshotComplete implements Applier: it prunes the recorded objects of
+// every Work not in keep (see apply.Applier.Prune). Only a complete
+// snapshot proves a Work is gone. Works not in keep are forgotten first,
+// so they are neither reconciled nor held any more, even when the
+// deletion brake holds the prune: their objects then keep running as they
+// are, still recorded, until a confirmed prune deletes them or the hub
+// sends the Works again. When the brake holds, the error wraps both the
+// applier's *apply.PruneBlockedError and the sync client's
+// *syncclient.PruneBlockedError, which the client reports to the hub.
+func (s *Store) SnapshotComplete(ctx context.Context, keep []string, confirmed bool) error {
 	keepSet := sets.New(keep...)
 	for _, name := range s.Names() {
 		if !keepSet.Has(name) {
 			s.forget(name)
 		}
 	}
-	pruned, err := s.applier.Prune(ctx, keepSet)
+	pruned, err := s.applier.Prune(ctx, keepSet, confirmed)
 	if len(pruned) > 0 {
-		log.FromContext(ctx).Info("pruned objects of Works the hub no longer sends", "objects", len(pruned))
+		log.FromContext(ctx).Info("pruned objects of Works the hub no longer sends", "objects", len(pruned), "confirmed", confirmed)
+	}
+	var blocked *apply.PruneBlockedError
+	if errors.As(err, &blocked) {
+		return &pruneBlockedError{
+			client:  &syncclient.PruneBlockedError{WouldDelete: blocked.WouldDelete, Held: blocked.Held, Works: slices.Clone(blocked.Works)},
+			applier: err,
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("pruning after the snapshot: %w", err)
 	}
 	return nil
 }
+
+// pruneBlockedError is the applier's brake error as the sync client knows
+// it: errors.As finds either *apply.PruneBlockedError or
+// *syncclient.PruneBlockedError in it.
+type pruneBlockedError struct {
+	client  *syncclient.PruneBlockedError
+	applier error
+}
+
+func (e *pruneBlockedError) Error() string   { return "pruning after the snapshot: " + e.applier.Error() }
+func (e *pruneBlockedError) Unwrap() []error { return []error{e.client, e.applier} }
 
 // Reconcile brings Work name back in line: re-apply when its objects
 // drifted (or its last apply failed), then report status. live are the

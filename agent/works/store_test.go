@@ -2,6 +2,8 @@ package works
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -60,7 +62,9 @@ func newStoreFixture(t *testing.T, ns string) *storeFixture {
 	t.Helper()
 	c := newClient(t)
 	createNamespace(t, c, ns)
-	s := NewStore(apply.New(nil, c, apply.Options{}))
+	a := apply.New(nil, c, apply.Options{RecordNamespace: ns})
+	a.SetIdentity("fleet-test", "member-1")
+	s := NewStore(a)
 	rep := &reporter{}
 	s.SetReporter(rep)
 	return &storeFixture{t: t, c: c, ns: ns, store: s, reporter: rep, reconciler: &Reconciler{Reader: c, Store: s}}
@@ -241,7 +245,7 @@ func TestStoreSnapshotCompletePrunesOnlyWhatIsNotKept(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := f.store.SnapshotComplete(t.Context(), []string{a.Name, c.Name}); err != nil {
+	if err := f.store.SnapshotComplete(t.Context(), []string{a.Name, c.Name}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.get("b"); !apierrors.IsNotFound(err) {
@@ -336,4 +340,55 @@ func TestStoreWithoutReporterStillApplies(t *testing.T) {
 	f.store.SetReporter(nil)
 	f.apply(f.work("web", 1, f.deployment("web", 1)))
 	f.mustGet("web")
+}
+
+// TestStoreSnapshotCompleteWaitsForConfirmation shows the deletion brake
+// through the Store: a snapshot dropping 3 of 4 Works (6 of 8 Deployments)
+// deletes nothing and returns the applier's *apply.PruneBlockedError; the
+// dropped Works are no longer held, their Deployments keep running, and
+// the confirmed snapshot deletes them. The error is also the sync
+// client's *syncclient.PruneBlockedError, which the client reports.
+func TestStoreSnapshotCompleteWaitsForConfirmation(t *testing.T) {
+	f := newStoreFixture(t, "store-brake")
+	var names []string
+	for i := range 4 {
+		app := fmt.Sprintf("app%d", i)
+		w := f.work(app, 1, f.deployment(app+"-a", 1), f.deployment(app+"-b", 1))
+		names = append(names, w.Name)
+		f.apply(w)
+	}
+
+	err := f.store.SnapshotComplete(t.Context(), names[:1], false)
+	var blocked *apply.PruneBlockedError
+	if !errors.As(err, &blocked) || blocked.WouldDelete != 6 || blocked.Held != 8 || !slices.Equal(blocked.Works, names[1:]) {
+		t.Fatalf("SnapshotComplete error = %v, want a *apply.PruneBlockedError for 6 of 8 objects of %v", err, names[1:])
+	}
+	var reported *syncclient.PruneBlockedError
+	if !errors.As(err, &reported) || reported.WouldDelete != 6 || reported.Held != 8 || !slices.Equal(reported.Works, names[1:]) {
+		t.Errorf("SnapshotComplete error = %v, want it to carry a *syncclient.PruneBlockedError for 6 of 8 objects of %v", err, names[1:])
+	}
+	for i := range 4 {
+		for _, s := range []string{"-a", "-b"} {
+			if d, err := f.get(fmt.Sprintf("app%d%s", i, s)); err != nil || d.DeletionTimestamp != nil {
+				t.Errorf("Deployment app%d%s after a blocked prune: %v", i, s, err)
+			}
+		}
+	}
+	if got := f.store.Names(); !slices.Equal(got, names[:1]) {
+		t.Errorf("Names after a blocked prune = %v, want %v", got, names[:1])
+	}
+
+	if err := f.store.SnapshotComplete(t.Context(), names[:1], true); err != nil {
+		t.Fatalf("confirmed SnapshotComplete: %v", err)
+	}
+	for i := 1; i < 4; i++ {
+		for _, s := range []string{"-a", "-b"} {
+			if _, err := f.get(fmt.Sprintf("app%d%s", i, s)); !apierrors.IsNotFound(err) {
+				t.Errorf("Deployment app%d%s after the confirmed prune: %v, want NotFound", i, s, err)
+			}
+		}
+	}
+	if _, err := f.get("app0-a"); err != nil {
+		t.Errorf("the kept Work's Deployment: %v", err)
+	}
 }
