@@ -457,3 +457,47 @@ func TestNoIdentityRefusesToDelete(t *testing.T) {
 		t.Errorf("AppliedSet = %+v, want both Deployments still recorded", got)
 	}
 }
+
+// TestRecordChangedByAnotherApplierIsMerged shows two Appliers writing one
+// Work's record (an old agent leader and its successor): the second write
+// finds the record changed, keeps the union instead of overwriting it, and
+// so the object only the other Applier recorded is still tracked, and
+// deleted by the next Apply that no longer names it.
+func TestRecordChangedByAnotherApplierIsMerged(t *testing.T) {
+	f := newFixture(t)
+	work := f.work("web")
+	old := f.recordingApplier(Options{})
+	f.apply(old, newWork(t, work, 1, deployment(f.ns, "web", "web:1", 1)))
+
+	successor := f.recordingApplier(Options{})
+	f.apply(successor, newWork(t, work, 2, deployment(f.ns, "web", "web:1", 1), deployment(f.ns, "extra", "web:1", 1)))
+
+	// The old Applier's copy of the record is stale: its write conflicts,
+	// and it merges.
+	f.apply(old, newWork(t, work, 3, deployment(f.ns, "web", "web:1", 1), deployment(f.ns, "extra2", "web:1", 1)))
+	f.gone(f.ns, "extra")
+	if !f.exists(f.ns, "web") || !f.exists(f.ns, "extra2") {
+		t.Fatalf("the Work's current Deployments are missing")
+	}
+	want := []AppliedObject{
+		{ResourceIdentifier: deploymentID(f.ns, "extra2"), UID: f.getDeployment(f.ns, "extra2").UID},
+		{ResourceIdentifier: deploymentID(f.ns, "web"), UID: f.getDeployment(f.ns, "web").UID},
+	}
+	if got := f.recordedObjects(work); !slices.Equal(got, want) {
+		t.Errorf("record = %+v, want %+v", got, want)
+	}
+
+	// The successor's copy is stale now: deleting the Work finds the
+	// record grew, keeps it and says so; the next Delete removes the rest.
+	if _, err := successor.Delete(f.ctx, work); err == nil || !strings.Contains(err.Error(), "gained objects") {
+		t.Errorf("Delete with a stale record: error %v, want one saying the record gained objects", err)
+	}
+	if _, err := successor.Delete(f.ctx, work); err != nil {
+		t.Fatalf("deleting again: %v", err)
+	}
+	f.gone(f.ns, "web")
+	f.gone(f.ns, "extra2")
+	if f.recordOf(work) != nil {
+		t.Errorf("the record is still there")
+	}
+}
