@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,14 +45,31 @@ type Options struct {
 	// does not exist. The namespace is created without Flotilla's labels
 	// and is never deleted: other objects may live in it.
 	CreateNamespace bool
-	// Kinds are the kinds Apply accepts and Delete and Prune look for.
-	// Apply refuses other kinds, because what it applied must be found
-	// again to be pruned. Defaults to Deployments.
+	// Kinds are the kinds Apply accepts. Apply refuses other kinds, so
+	// that the Applier manages (and its RBAC names) a known set. Defaults
+	// to Deployments.
 	Kinds []schema.GroupVersionKind
+	// RecordNamespace is the namespace in which the Applier keeps its
+	// applied set: one ConfigMap per Work (see RecordName) listing the
+	// objects it applied for the Work. It must exist. Empty keeps the
+	// applied set in memory only, which a restart forgets (tests, and
+	// callers that never delete).
+	RecordNamespace string
+	// Brake caps what one Prune deletes without confirmation; nil means
+	// DefaultBrake.
+	Brake *Brake
+	// Fence is called right before each batch of deletions (a Prune, a
+	// Delete, the objects an Apply dropped); when it returns an error
+	// nothing is deleted and the error is returned. The agent passes a
+	// check that it still holds its leader lease, so a paused old leader
+	// cannot delete after a new one took over.
+	Fence func(context.Context) error
 }
 
-// Applier applies Works to one cluster. It is safe for concurrent use; two
-// concurrent Applies of the same Work race like two kubectl applies would.
+// Applier applies Works to one cluster and records what it applied (its
+// applied set), which is all that Delete and Prune ever delete. It is safe
+// for concurrent use; Applies, Deletes and prunes of one Work run one at a
+// time.
 type Applier struct {
 	reader client.Reader
 	writer client.Client
@@ -63,6 +81,21 @@ type Applier struct {
 	createNamespace bool
 	kinds           []schema.GroupVersionKind
 	tracker         tracker
+
+	recordNamespace string
+	brake           Brake
+	fence           func(context.Context) error
+	// set is the applied set, loaded from recordNamespace on first use
+	// (loadMu serialises loads).
+	set    appliedSet
+	loadMu sync.Mutex
+	// locks serialises the Applies, Deletes and prunes of one Work, each
+	// a read-modify-write of the Work's record.
+	locks keyedMutex
+
+	identityMu sync.RWMutex
+	fleet      string
+	cluster    string
 }
 
 // New returns an Applier that reads through reader and writes through
@@ -79,6 +112,13 @@ func New(reader client.Reader, writer client.Client, opts Options) *Applier {
 		createNamespace: opts.CreateNamespace,
 		kinds:           slices.Clone(opts.Kinds),
 		tracker:         tracker{works: map[string]appliedWork{}},
+		recordNamespace: opts.RecordNamespace,
+		brake:           DefaultBrake,
+		fence:           opts.Fence,
+		set:             appliedSet{records: map[string]*record{}},
+	}
+	if opts.Brake != nil {
+		a.brake = *opts.Brake
 	}
 	if a.reader == nil {
 		a.reader = writer
@@ -94,6 +134,25 @@ func New(reader client.Reader, writer client.Client, opts Options) *Applier {
 
 // FieldOwner is the field manager the Applier applies as.
 func (a *Applier) FieldOwner() string { return a.owner }
+
+// SetIdentity sets the fleet the Applier works for (the hub's fleet id) and
+// the name of the cluster it applies to. Every object Apply writes, and
+// every record, carries them as the labels flotilla.dev/fleet and
+// flotilla.dev/cluster; Delete and Prune delete only objects that carry
+// them with these values, and refuse to delete anything (ErrNoIdentity)
+// while no fleet id is set. The agent sets them from the hub's hello.
+func (a *Applier) SetIdentity(fleetID, cluster string) {
+	a.identityMu.Lock()
+	defer a.identityMu.Unlock()
+	a.fleet, a.cluster = fleetID, cluster
+}
+
+// Identity returns the fleet id and cluster name set by SetIdentity.
+func (a *Applier) Identity() (fleetID, cluster string) {
+	a.identityMu.RLock()
+	defer a.identityMu.RUnlock()
+	return a.fleet, a.cluster
+}
 
 // Result is the outcome of applying one manifest.
 type Result struct {
@@ -117,41 +176,95 @@ func (r Result) Applied() bool { return r.Reason == v1alpha1.ReasonApplied }
 // others. The error joins every manifest's failure; a manifest left alone
 // because Flotilla does not own its object wraps ErrNotOwned.
 //
-// Only when every manifest applied does the Applier record the Work for
+// Each object is recorded in the Work's applied set before it is applied
+// (without a UID) and with its UID right after, so a crash between the two
+// cannot lose track of an object the apply created. When every manifest
+// applied, the objects the record holds that the Work no longer names (its
+// target namespace changed, a manifest was dropped) are deleted, under the
+// same rules as Delete.
+//
+// Only when all of that succeeded does the Applier record the Work for
 // NeedsApply; any failure makes NeedsApply report true until an Apply of
 // the Work succeeds.
 func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, error) {
-	results := make([]Result, 0, len(work.Spec.Manifests))
-	var errs []error
+	unlock := a.locks.lock(work.Name)
+	defer unlock()
+
+	n := len(work.Spec.Manifests)
+	results := make([]Result, n)
+	errs := make([]error, n)
+	desired := make([]*unstructured.Unstructured, n)
+	var wanted []v1alpha1.ResourceIdentifier
 	seen := map[v1alpha1.ResourceIdentifier]int{}
 	for i := range work.Spec.Manifests {
-		r, err := a.applyManifest(ctx, work, &work.Spec.Manifests[i], seen, i)
-		results = append(results, r)
+		obj, id, err := a.desired(work, &work.Spec.Manifests[i])
+		if err == nil {
+			if first, dup := seen[id]; dup {
+				err = fmt.Errorf("%s is also manifest %d of the Work; each object may appear once", describe(id), first)
+			}
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("applying manifest %d (%s) of Work %s: %w", i, describe(r.Identifier), work.Name, err))
+			results[i], errs[i] = failed(id, v1alpha1.ReasonApplyFailed, err)
+			continue
+		}
+		seen[id] = i
+		desired[i] = obj
+		wanted = append(wanted, id)
+	}
+
+	// Record first: an object created by an apply whose record write
+	// never happened could not be deleted by anyone later.
+	recErr := a.ensureLoaded(ctx)
+	if recErr == nil {
+		recErr = a.recordIntent(ctx, work.Name, wanted)
+	}
+	for i, obj := range desired {
+		switch {
+		case obj == nil:
+		case recErr != nil:
+			id, _ := identifier(obj)
+			results[i], errs[i] = failed(id, v1alpha1.ReasonApplyFailed, fmt.Errorf("recording the object in the applied set before applying it: %w", recErr))
+		default:
+			results[i], errs[i] = a.applyManifest(ctx, work, obj)
 		}
 	}
-	if len(errs) > 0 {
+
+	var all []error
+	for i, err := range errs {
+		if err != nil {
+			all = append(all, fmt.Errorf("applying manifest %d (%s) of Work %s: %w", i, describe(results[i].Identifier), work.Name, err))
+		}
+	}
+	if recErr == nil {
+		if err := a.recordApplied(ctx, work.Name, results); err != nil {
+			all = append(all, err)
+		}
+	}
+	if len(all) == 0 {
+		if err := a.deleteDropped(ctx, work.Name, wanted); err != nil {
+			all = append(all, fmt.Errorf("deleting the objects Work %s no longer names: %w", work.Name, err))
+		}
+	}
+	if len(all) > 0 {
 		a.tracker.forget(work.Name)
-		return results, errors.Join(errs...)
+		return results, errors.Join(all...)
 	}
 	a.tracker.record(work, results)
 	return results, nil
 }
 
-// applyManifest applies one manifest and says how it went; the error is
-// non-nil exactly when the Result's reason is not ReasonApplied.
-func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, m *v1alpha1.Manifest, seen map[v1alpha1.ResourceIdentifier]int, index int) (Result, error) {
-	desired, id, err := a.desired(work, m)
-	if err != nil {
-		return failed(id, v1alpha1.ReasonApplyFailed, err)
-	}
-	if first, dup := seen[id]; dup {
-		return failed(id, v1alpha1.ReasonApplyFailed, fmt.Errorf("%s is also manifest %d of the Work; each object may appear once", describe(id), first))
-	}
-	seen[id] = index
+// identifier names obj.
+func identifier(obj *unstructured.Unstructured) (v1alpha1.ResourceIdentifier, schema.GroupVersionKind) {
+	gvk := obj.GroupVersionKind()
+	return v1alpha1.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}, gvk
+}
 
-	existing, err := a.getLive(ctx, desired.GroupVersionKind(), client.ObjectKeyFromObject(desired))
+// applyManifest applies desired, one manifest of work, and says how it
+// went; the error is non-nil exactly when the Result's reason is not
+// ReasonApplied.
+func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, desired *unstructured.Unstructured) (Result, error) {
+	id, gvk := identifier(desired)
+	existing, err := a.getLive(ctx, gvk, client.ObjectKeyFromObject(desired))
 	if err != nil {
 		return failed(id, v1alpha1.ReasonApplyFailed, fmt.Errorf("reading the existing object: %w", err))
 	}
@@ -215,6 +328,16 @@ func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (*unstructu
 		labels = map[string]string{}
 	}
 	labels[v1alpha1.LabelWork] = v1alpha1.WorkLabelValue(work.Name)
+	// The manifest cannot choose its own identity labels: they are what a
+	// deletion checks.
+	delete(labels, v1alpha1.LabelFleet)
+	delete(labels, v1alpha1.LabelCluster)
+	if fleet, cluster := a.Identity(); fleet != "" {
+		labels[v1alpha1.LabelFleet] = fleet
+		if cluster != "" {
+			labels[v1alpha1.LabelCluster] = cluster
+		}
+	}
 	for _, k := range []string{v1alpha1.LabelMyAppName, v1alpha1.LabelMyAppNamespace} {
 		if v, ok := work.Labels[k]; ok {
 			labels[k] = v
