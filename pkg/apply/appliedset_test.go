@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -500,4 +502,34 @@ func TestRecordChangedByAnotherApplierIsMerged(t *testing.T) {
 	if f.recordOf(work) != nil {
 		t.Errorf("the record is still there")
 	}
+}
+
+// TestNeedsApplyAfterIdentityChange shows that an object applied before
+// the Applier learnt its fleet id (or under another one) needs an apply,
+// so that it gets the fleet label a later deletion checks.
+func TestNeedsApplyAfterIdentityChange(t *testing.T) {
+	a := trackedApplier()
+	work := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "shop.web", UID: "w1", Generation: 1}}
+	obj := &appsv1.Deployment{ObjectMeta: ownedMeta("d1", 3, "10")}
+	a.tracker.record(work, []Result{{Reason: v1alpha1.ReasonApplied, Object: toUnstructured(t, obj)}})
+	if a.NeedsApply(work, []client.Object{obj}) {
+		t.Fatalf("NeedsApply = true for an unchanged object and no identity")
+	}
+	a.SetIdentity(testFleet, testCluster)
+	if !a.NeedsApply(work, []client.Object{obj}) {
+		t.Errorf("NeedsApply = false for an object without the fleet label the Applier now has")
+	}
+	obj.Labels[v1alpha1.LabelFleet] = testFleet
+	if a.NeedsApply(work, []client.Object{obj}) {
+		t.Errorf("NeedsApply = true for an object with the Applier's fleet label")
+	}
+}
+
+func toUnstructured(t *testing.T, obj client.Object) *unstructured.Unstructured {
+	t.Helper()
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: content}
 }
