@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -532,4 +533,56 @@ func toUnstructured(t *testing.T, obj client.Object) *unstructured.Unstructured 
 		t.Fatal(err)
 	}
 	return &unstructured.Unstructured{Object: content}
+}
+
+// TestConcurrentAppliesAndDeletesKeepTheRecords applies and deletes many
+// Works at once through one Applier (the agent's stream and reconcilers
+// do) and checks that afterwards the records, and a restarted Applier's
+// view of them, hold exactly the Works not deleted.
+func TestConcurrentAppliesAndDeletesKeepTheRecords(t *testing.T) {
+	f := newFixture(t)
+	a := f.recordingApplier(Options{})
+	const works = 12
+	errs := make(chan error, 2*works)
+	var wg sync.WaitGroup
+	for i := range works {
+		wg.Go(func() {
+			app := fmt.Sprintf("app%d", i)
+			w := newWork(t, f.work(app), 1, deployment(f.ns, app, "x:1", 1))
+			if _, err := a.Apply(f.ctx, w); err != nil {
+				errs <- err
+				return
+			}
+			if i%3 == 0 {
+				if _, err := a.Delete(f.ctx, w.Name); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	restarted := f.recordingApplier(Options{})
+	if err := restarted.Load(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range works {
+		app := fmt.Sprintf("app%d", i)
+		want := 1
+		if i%3 == 0 {
+			want = 0
+		}
+		if got := len(restarted.AppliedSet(f.work(app))); got != want {
+			t.Errorf("Work %s: %d recorded objects after a restart, want %d", app, got, want)
+		}
+		if got := len(a.AppliedSet(f.work(app))); got != want {
+			t.Errorf("Work %s: %d recorded objects in memory, want %d", app, got, want)
+		}
+	}
+	if got, want := restarted.HeldObjects(), works-works/3; got != want {
+		t.Errorf("HeldObjects after a restart = %d, want %d", got, want)
+	}
 }
