@@ -586,3 +586,23 @@ func TestConcurrentAppliesAndDeletesKeepTheRecords(t *testing.T) {
 		t.Errorf("HeldObjects after a restart = %d, want %d", got, want)
 	}
 }
+
+// TestNothingIsAppliedBeforeItIsRecorded shows the record-first rule: when
+// the record cannot be written (here its namespace does not exist), Apply
+// creates nothing, so no object exists that the Applier could not find
+// again to delete.
+func TestNothingIsAppliedBeforeItIsRecorded(t *testing.T) {
+	f := newFixture(t)
+	a := New(nil, f.c, Options{RecordNamespace: uniqueNamespace()})
+	a.SetIdentity(testFleet, testCluster)
+	results, err := a.Apply(f.ctx, newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 1)))
+	if err == nil || !strings.Contains(err.Error(), "recording the object in the applied set before applying it") {
+		t.Fatalf("Apply error = %v, want one saying the record could not be written", err)
+	}
+	if results[0].Reason != v1alpha1.ReasonApplyFailed {
+		t.Errorf("result = %+v, want ApplyFailed", results[0])
+	}
+	if f.exists(f.ns, "web") {
+		t.Errorf("the Deployment was created although its record could not be written")
+	}
+}
