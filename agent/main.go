@@ -42,6 +42,7 @@ func run() error {
 	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often to heartbeat to the hub")
 	fs.DurationVar(&opts.ResourceInterval, "resource-summary-interval", 10*time.Second, "how often to recompute the member's capacity")
 	fs.BoolVar(&opts.CreateNamespaces, "create-namespaces", true, "create a Work's target namespace when it does not exist")
+	fs.StringVar(&opts.AcceptFleetID, "accept-fleet-id", "", "serve the hub with this fleet id and record it, although this member's record (ConfigMap "+flotillav1.AgentIdentityConfigMapName+") names another fleet or cluster name: re-points the agent on purpose; remove the flag once it connected")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()

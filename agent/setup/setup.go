@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,6 +66,16 @@ type Options struct {
 	LeaderElection          bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
+	// Namespace is the agent's namespace in the member, which holds its
+	// record of the fleet it serves (ConfigMap flotilla-agent-identity).
+	// Empty means LeaderElectionNamespace, else $POD_NAMESPACE, else
+	// flotilla-system.
+	Namespace string
+	// AcceptFleetID re-points the agent on purpose: a hub with this fleet
+	// id is served, and recorded, although the agent's record names another
+	// fleet or cluster name (--accept-fleet-id). Remove it once the agent
+	// has connected.
+	AcceptFleetID string
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz.
 	MetricsAddr, ProbeAddr string
 	// HeartbeatInterval is how often the agent heartbeats.
@@ -126,6 +137,23 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The agent builds its leader lock itself so that it knows its own
+	// holder identity, which the deletion fence checks.
+	var lock resourcelock.Interface
+	var leaseKey client.ObjectKey
+	leaderID := ""
+	if opts.LeaderElection {
+		leaseKey = client.ObjectKey{Namespace: opts.LeaderElectionNamespace, Name: opts.LeaderElectionID}
+		if leaseKey.Namespace == "" {
+			leaseKey.Namespace = agentNamespace(opts)
+		}
+		if leaseKey.Name == "" {
+			return nil, errors.New("agent: leader election needs a Lease name (--leader-election-id)")
+		}
+		if lock, leaderID, err = leaderLock(opts.Config, leaseKey.Namespace, leaseKey.Name, opts.Instance); err != nil {
+			return nil, err
+		}
+	}
 	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        opts.Logger,
@@ -144,12 +172,22 @@ func New(opts Options) (*Agent, error) {
 			// cost the agent nothing.
 			&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
 		}},
+
+		// Nil unless leader election is on: then the agent's own lock,
+		// whose holder identity the fence knows.
+		LeaderElectionResourceLockInterface: lock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the agent manager: %w", err)
 	}
 
-	applier := apply.New(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}, mgr.GetClient(), apply.Options{CreateNamespace: opts.CreateNamespaces})
+	applyOpts := apply.Options{CreateNamespace: opts.CreateNamespaces}
+	if opts.LeaderElection {
+		// Before each batch of deletions the applier checks, live, that
+		// this replica still leads: a paused old leader deletes nothing.
+		applyOpts.Fence = leaseFence(mgr.GetAPIReader(), leaseKey, leaderID, time.Now)
+	}
+	applier := apply.New(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}, mgr.GetClient(), applyOpts)
 	store := works.NewStore(applier)
 	summarizer := &capacity.Summarizer{Reader: mgr.GetAPIReader(), Interval: opts.ResourceInterval}
 	if err := mgr.Add(summarizer); err != nil {
@@ -170,11 +208,18 @@ func New(opts Options) (*Agent, error) {
 			kubeVersion = v.GitVersion
 		}
 	}
+	// The agent's record of the fleet it serves, checked on every hello
+	// before anything is applied.
+	identity := &fleetIdentity{
+		reader: mgr.GetAPIReader(), writer: mgr.GetClient(), namespace: agentNamespace(opts),
+		accept: opts.AcceptFleetID, applier: applier, log: opts.Logger.WithName("fleet-identity"),
+	}
 	sc, err := syncclient.New(syncclient.Config{
 		Address:           target,
 		TLS:               tlsCfg,
 		Cluster:           opts.ClusterName,
 		Applier:           store,
+		Identity:          identity,
 		Resources:         summarizer.Latest,
 		AgentVersion:      Version,
 		Instance:          opts.Instance,
