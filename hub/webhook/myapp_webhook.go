@@ -140,14 +140,11 @@ func ValidImage(s string) bool { return len(s) <= 512 && imageRef.MatchString(s)
 // the field, and warnings for what is allowed but probably not meant.
 func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 	var errs field.ErrorList
-	var warnings []string
 	spec := field.NewPath("spec")
-
 	if !ValidImage(app.Spec.Image) {
 		errs = append(errs, field.Invalid(spec.Child("image"), app.Spec.Image,
 			"must be an image reference [registry[:port]/]repository[:tag][@digest] with a lowercase repository"))
 	}
-
 	if t := app.Spec.Template; t != nil {
 		res := spec.Child("template", "resources")
 		for name, req := range t.Resources.Requests {
@@ -157,10 +154,15 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 			}
 		}
 	}
+	errs = append(errs, validatePlacement(&app.Spec.Placement, spec.Child("placement"))...)
+	oerrs, warnings := validateOverrides(app, spec.Child("overrides"))
+	return append(errs, oerrs...), warnings
+}
 
-	p := app.Spec.Placement
-	pp := spec.Child("placement")
-	errs = append(errs, validateAffinity(p.ClusterAffinity, pp.Child("clusterAffinity"))...)
+// validatePlacement checks label selectors, tolerations, and that weights
+// and spread constraints can be met by the clusters the affinity names.
+func validatePlacement(p *flotillav1.Placement, pp *field.Path) field.ErrorList {
+	errs := validateAffinity(p.ClusterAffinity, pp.Child("clusterAffinity"))
 	for i := range p.ClusterAffinities {
 		errs = append(errs, validateAffinity(&p.ClusterAffinities[i].ClusterAffinity, pp.Child("clusterAffinities").Index(i))...)
 	}
@@ -199,9 +201,18 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 			}
 		}
 	}
+	return errs
+}
 
+// validateOverrides checks each override's selector and image, and warns
+// when replica overrides make the total differ from spec.replicas.
+func validateOverrides(app *flotillav1.MyApp, path *field.Path) (field.ErrorList, []string) {
+	var errs field.ErrorList
+	var warnings []string
+	rs := app.Spec.Placement.ReplicaScheduling
+	divided := rs != nil && rs.ReplicaSchedulingType == flotillav1.ReplicaSchedulingDivided
 	for i, o := range app.Spec.Overrides {
-		op := spec.Child("overrides").Index(i)
+		op := path.Index(i)
 		errs = append(errs, validateAffinity(&o.TargetCluster, op.Child("targetCluster"))...)
 		if o.Image != nil && o.Image.Registry != "" && !strings.ContainsAny(o.Image.Registry, ".:") && o.Image.Registry != "localhost" {
 			// Runtimes read a first path part without a dot or a port as a
@@ -216,10 +227,7 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 				errs = append(errs, field.Invalid(op.Child("image"), img, "the overridden image is not a valid image reference"))
 			}
 		}
-		if o.Replicas != nil && (p.ReplicaScheduling == nil || p.ReplicaScheduling.ReplicaSchedulingType != flotillav1.ReplicaSchedulingDivided) {
-			continue
-		}
-		if o.Replicas != nil {
+		if o.Replicas != nil && divided {
 			warnings = append(warnings, fmt.Sprintf("spec.overrides[%d].replicas replaces the scheduler's share in the clusters it selects, so the total may differ from spec.replicas", i))
 		}
 	}
