@@ -3,6 +3,7 @@ package setup
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 )
 
@@ -183,5 +185,66 @@ func TestLeaseFence(t *testing.T) {
 	}
 	if err := leaseFence(c, client.ObjectKey{Namespace: "fence-test", Name: "missing"}, "agent-0_1", time.Now)(ctx); err == nil {
 		t.Error("a missing Lease passed the fence")
+	}
+}
+
+// TestLeaderLockIdentityIsTheFences starts a leader-elected agent against
+// envtest and checks that the Lease it takes names the identity its fence
+// checks (Agent.LeaderIdentity), so the fence passes for the leader, and
+// fails once another replica holds the Lease.
+func TestLeaderLockIdentityIsTheFences(t *testing.T) {
+	cfg := startEnv(t)
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "leader-test"}}); err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	ca, err := pki.EnsureCA(certDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pki.EnsureAgent(certDir, ca, "east"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{
+		// No hub listens there: this test is about the Lease.
+		Config: cfg, HubAddress: "127.0.0.1:1",
+		CertFile: filepath.Join(certDir, pki.AgentCertFile("east")), KeyFile: filepath.Join(certDir, pki.AgentKeyFile("east")),
+		CAFile:         filepath.Join(certDir, pki.CACertFile),
+		LeaderElection: true, LeaderElectionID: "flotilla-agent", LeaderElectionNamespace: "leader-test",
+		MetricsAddr: "0", ProbeAddr: "0", Instance: "agent-0", Logger: testr.New(t), SkipNameValidation: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(a.LeaderIdentity, "agent-0_") {
+		t.Errorf("leader identity %q does not start with the instance", a.LeaderIdentity)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Manager.Start(mctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	key := client.ObjectKey{Namespace: "leader-test", Name: "flotilla-agent"}
+	fence := leaseFence(c, key, a.LeaderIdentity, time.Now)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := fence(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not take the Lease its fence checks within 30s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := leaseFence(c, key, "agent-1_other", time.Now)(ctx); err == nil {
+		t.Error("another replica passed the fence")
 	}
 }

@@ -98,6 +98,9 @@ type Agent struct {
 	Manager manager.Manager
 	Store   *works.Store
 	Sync    *syncclient.Client
+	// LeaderIdentity is this replica's holder identity in the leader
+	// Lease ("" without leader election); the deletion fence checks it.
+	LeaderIdentity string
 }
 
 // Scheme returns the agent's scheme (core types).
@@ -247,7 +250,7 @@ func New(opts Options) (*Agent, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	return &Agent{Manager: mgr, Store: store, Sync: sc}, nil
+	return &Agent{Manager: mgr, Store: store, Sync: sc, LeaderIdentity: leaderID}, nil
 }
 
 func durationPtr(d time.Duration) *time.Duration { return &d }
