@@ -31,17 +31,6 @@ func claimable(obj metav1.Object, workName string) bool {
 	return obj.GetLabels()[v1alpha1.LabelWork] == v1alpha1.WorkLabelValue(workName) && (!annotated || other == workName)
 }
 
-// owningWork returns the name of the Work obj was applied for, or "" when it
-// carries no consistent Flotilla ownership. Prune relies on it to never
-// delete an object Flotilla did not label itself.
-func owningWork(obj metav1.Object) string {
-	name := obj.GetAnnotations()[v1alpha1.AnnotationWork]
-	if name == "" || obj.GetLabels()[v1alpha1.LabelWork] != v1alpha1.WorkLabelValue(name) {
-		return ""
-	}
-	return name
-}
-
 // notOwnedMessage says that obj, found where manifest id of Work workName
 // should go, is not that Work's, and who seems to own it instead: the Work
 // its labels name, its owner references and the field managers that wrote

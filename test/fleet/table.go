@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/truncate"
 )
 
 // applyManifests creates (or updates) the MyApps in a YAML file on the
@@ -143,7 +144,7 @@ func renderTable(ctx context.Context, c client.Client, hubKubeconfig, dir string
 			if i == 0 {
 				label = name
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", label, cs.Name, cs.Assigned, cs.ReadyReplicas, cs.Phase, clip(cs.Message, 60))
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", label, cs.Name, cs.Assigned, cs.ReadyReplicas, cs.Phase, truncate.String(cs.Message, 60))
 		}
 		fmt.Fprintf(w, "\t(total)\t%d\t%d\t%s\t\n", app.Status.DesiredReplicas, app.Status.ReadyReplicas, conditionsLine(app.Status.Conditions))
 	}
@@ -162,7 +163,7 @@ func condStatus(cs []metav1.Condition, t string) string {
 
 func condMessage(cs []metav1.Condition, t string) string {
 	if c := meta.FindStatusCondition(cs, t); c != nil {
-		return clip(c.Reason+": "+c.Message, 80)
+		return truncate.String(c.Reason+": "+c.Message, 80)
 	}
 	return "not reconciled yet"
 }
@@ -178,9 +179,3 @@ func conditionsLine(cs []metav1.Condition) string {
 	return strings.Join(parts, " ")
 }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
