@@ -178,4 +178,3 @@ func conditionsLine(cs []metav1.Condition) string {
 	}
 	return strings.Join(parts, " ")
 }
-
