@@ -28,6 +28,10 @@ const (
 	// counts, the epoch and how to confirm (the annotation
 	// flotilla.dev/confirm-prune); nothing is deleted until then.
 	ConditionPruneBlocked = "PruneBlocked"
+	// ConditionPartitionBrake (the hub's status ConfigMap
+	// flotilla-hub-status): True while more than the brake's share of the
+	// members fell silent at once, so the hub taints none of them.
+	ConditionPartitionBrake = "PartitionBrake"
 )
 
 // Condition reasons.
@@ -84,6 +88,15 @@ const (
 	ReasonHeartbeating = "Heartbeating"
 	// ReasonHeartbeatMissed: no heartbeat within the grace period.
 	ReasonHeartbeatMissed = "HeartbeatMissed"
+	// ReasonPartitionBrake (MemberCluster Ready Unknown, and the hub's
+	// PartitionBrake condition): the member is past the grace period but
+	// not tainted unreachable, because more than the brake's share of the
+	// fleet fell silent at once and the hub assumes it is the one cut off.
+	ReasonPartitionBrake = "PartitionBrake"
+	// ReasonEvictionRateLimited (MemberCluster Ready Unknown): the member
+	// is past the grace period and waits for the eviction rate limit
+	// before it is tainted unreachable.
+	ReasonEvictionRateLimited = "EvictionRateLimited"
 	// ReasonNeverConnected: no agent has connected yet.
 	ReasonNeverConnected = "NeverConnected"
 	// ReasonStreamOpen and ReasonStreamClosed describe Connected.

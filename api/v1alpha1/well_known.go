@@ -51,6 +51,11 @@ const (
 	// in the member that records which fleet id and cluster name the agent
 	// serves (keys fleetID and clusterName).
 	AgentIdentityConfigMapName = "flotilla-agent-identity"
+	// HubStatusConfigMapName is the ConfigMap in the hub's namespace where
+	// the hub reports fleet-wide health decisions: whether the partition
+	// brake holds (keys partitionBrake, message, since, heldClusters, and
+	// conditions with the PartitionBrake condition as JSON).
+	HubStatusConfigMapName = "flotilla-hub-status"
 
 	// MyAppFinalizer holds a MyApp until its Works are gone from the hub.
 	MyAppFinalizer = "flotilla.dev/cleanup"
