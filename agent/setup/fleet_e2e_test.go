@@ -163,23 +163,31 @@ func TestAgentRefusesAnotherFleetThenBrakesThePrune(t *testing.T) {
 	}
 	hubA := startTestHub(t, certDir, addr, "fleet-a", names)
 
-	a, err := New(Options{
-		Config: cfg, HubAddress: addr, Namespace: "agent-e2e",
-		CertFile: filepath.Join(certDir, pki.AgentCertFile("east")), KeyFile: filepath.Join(certDir, pki.AgentKeyFile("east")),
-		CAFile: filepath.Join(certDir, pki.CACertFile), MetricsAddr: "0", ProbeAddr: "0",
-		HeartbeatInterval: time.Second, ResourceInterval: time.Second, CreateNamespaces: true,
-		Logger: testr.New(t), SkipNameValidation: true,
-	})
-	if err != nil {
-		t.Fatal(err)
+	startAgent := func() (*Agent, func()) {
+		a, err := New(Options{
+			Config: cfg, HubAddress: addr, Namespace: "agent-e2e",
+			CertFile: filepath.Join(certDir, pki.AgentCertFile("east")), KeyFile: filepath.Join(certDir, pki.AgentKeyFile("east")),
+			CAFile: filepath.Join(certDir, pki.CACertFile), MetricsAddr: "0", ProbeAddr: "0",
+			HeartbeatInterval: time.Second, ResourceInterval: time.Second, CreateNamespaces: true,
+			Logger: testr.New(t), SkipNameValidation: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- a.Manager.Start(mctx) }()
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				cancel()
+				<-done
+			})
+		}
+		t.Cleanup(stop)
+		return a, stop
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Manager.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	a, stopAgent := startAgent()
 
 	deployments := func() map[string]types.UID {
 		var list appsv1.DeploymentList
@@ -229,9 +237,13 @@ func TestAgentRefusesAnotherFleetThenBrakesThePrune(t *testing.T) {
 		t.Errorf("agent state %+v, want a refusal", st)
 	}
 
-	// The fleet's own hub comes back, holding one of the eight Works (a
-	// restore from an old backup of the same hub, say): its snapshot would
-	// delete seven of eight, and the brake holds it.
+	// The agent restarts (it remembers what it applied only through its
+	// records in the member), and the fleet's own hub comes back holding
+	// one of the eight Works (a restore from an old backup of the same
+	// hub, say): its snapshot would delete seven of eight, and the brake
+	// holds it.
+	stopAgent()
+	a, _ = startAgent()
 	hubB.stop()
 	hubA = startTestHub(t, certDir, addr, "fleet-a", names[:1])
 	t.Cleanup(hubA.stop)

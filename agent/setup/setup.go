@@ -184,7 +184,10 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("creating the agent manager: %w", err)
 	}
 
-	applyOpts := apply.Options{CreateNamespace: opts.CreateNamespaces}
+	// The applied set lives beside the identity record, in the agent's
+	// namespace, which the identity check creates if missing before the
+	// first apply.
+	applyOpts := apply.Options{CreateNamespace: opts.CreateNamespaces, RecordNamespace: agentNamespace(opts)}
 	if opts.LeaderElection {
 		// Before each batch of deletions the applier checks, live, that
 		// this replica still leads: a paused old leader deletes nothing.
