@@ -83,6 +83,10 @@ const (
 	// ReasonReady and ReasonNotReady describe the Ready condition.
 	ReasonReady    = "Ready"
 	ReasonNotReady = "NotReady"
+	// ReasonScaledToZero (Ready True): the MyApp asks for 0 replicas and
+	// every cluster that keeps its Work confirmed it runs none; the
+	// message is "0/0 replicas". Scaling to zero is a healthy state.
+	ReasonScaledToZero = "ScaledToZero"
 
 	// ReasonHeartbeating: the agent heartbeats (MemberCluster Ready).
 	ReasonHeartbeating = "Heartbeating"
@@ -114,4 +118,13 @@ const (
 	// ReasonPruned (PruneBlocked False): the agent pruned to its latest
 	// snapshot, with or without a confirmation.
 	ReasonPruned = "Pruned"
+)
+
+// Reasons a placement decision gives a target cluster (TargetCluster.Reason).
+const (
+	// TargetReasonKeptAtZero: the MyApp is scaled to zero, and the cluster
+	// keeps the app's Work and Deployment at 0 replicas — Divided: where
+	// the app last ran; Duplicated: every selected cluster — so that
+	// scaling back reuses them.
+	TargetReasonKeptAtZero = "KeptAtZero"
 )

@@ -467,6 +467,11 @@ type TargetCluster struct {
 	Name string `json:"name"`
 	// Replicas assigned to it.
 	Replicas int32 `json:"replicas"`
+	// Reason says why a cluster is a target with 0 replicas: KeptAtZero
+	// when the MyApp is scaled to zero and the cluster keeps the app's
+	// Work (and Deployment) at 0 replicas. Empty otherwise.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // EvictedCluster is a cluster that replicas were moved away from.

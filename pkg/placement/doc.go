@@ -34,6 +34,14 @@
 // group is schedulable again (failback's stabilization window keeps this
 // from flapping).
 //
+// Scaling to zero is a placement like any other, and it moves nothing: at 0
+// replicas Schedule never fails, Divided keeps the clusters of the previous
+// decision (in its affinity group, whatever their health: nothing runs
+// there) and Duplicated every selected cluster, all with 0 replicas and the
+// reason KeptAtZero, so the hub keeps their Works and scaling back reuses
+// the member Deployments. No cluster is evicted at 0, and a cluster that
+// ran no replicas is never evicted.
+//
 // When no group is schedulable Schedule returns a *ScheduleError whose
 // message names, cluster by cluster, the filter that removed it; its Reason
 // is v1alpha1.ReasonUnschedulable or v1alpha1.ReasonSpreadConstraintsNotMet

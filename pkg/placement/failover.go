@@ -285,7 +285,10 @@ func (s *scheduler) evictions() []v1alpha1.EvictedCluster {
 		switch {
 		case c.evicted() != nil:
 			out = append(out, *c.x.evicted)
-		case c.evict && c.inPrev:
+		case c.evict && c.inPrev && c.prev > 0 && s.replicas > 0:
+			// A cluster that ran no replicas loses none, and an app
+			// scaled to zero has none to move (it keeps the cluster's
+			// Work at 0, see keepAtZero): neither is an eviction.
 			out = append(out, v1alpha1.EvictedCluster{
 				Name:         c.name,
 				Replicas:     c.prev,

@@ -252,6 +252,11 @@ var seeds = [][]byte{
 	{7, 0, 3, 2, 0, 0x4d, 1, 0, 0, 1, 0x40, 8, 3, 1, 0x13, 0, 0x40, 8, 0, 1, 0x13, 0, 0, 8, 0, 1, 0, 0, 0x40, 8, 0, 1, 0, 0},
 	{9, 2, 7, 0, 0, 0x19, 0, 0, 0, 2, 1, 8, 0, 1, 0x12, 1, 2, 8, 0, 2, 0x11, 1, 3, 8, 0, 3, 0x11, 1, 1, 0, 0, 4, 0x30, 1},
 	{5, 3, 40, 0, 0, 0x65, 0, 0, 0, 1, 1, 8, 0, 10, 0x1f, 1, 2, 8, 0, 2, 0x12, 1, 3, 8, 2, 30, 0x10, 1, 1, 8, 0, 5, 0x14, 1},
+	// Scaled to zero: static weights with a lost cluster, dynamic weights
+	// with a cluster failing back, Duplicated that cannot meet minGroups.
+	{3, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 8, 0, 6, 0x12, 1, 2, 8, 3 | 4<<3, 12, 0x12, 1, 3, 8, 0, 18, 0x12, 1},
+	{4, 2, 0, 0, 0, 0, 0, 0, 0, 1, 1, 8, 0, 6, 0x13, 0, 2, 8, 0, 12, 0x10, 0, 3, 8, 0, 0, 0x23, 0, 1, 4, 0, 5, 0x11, 0},
+	{3, 0, 0, 0, 0, 0x09, 0, 0, 0, 1, 1, 4, 0, 6, 0x13, 0, 2, 4, 0, 12, 0x13, 0, 3, 8, 3, 18, 0x13, 0},
 }
 
 func addSeeds(f *testing.F) {
@@ -275,7 +280,9 @@ func sum(cs []v1alpha1.TargetCluster) int64 {
 // request; in Duplicated every listed cluster runs the request. The result
 // is sorted by name, names no cluster twice, and maxGroups hold. With
 // dynamic weights and Aggregated no cluster gets more new replicas than its
-// room unless the result says replicas went beyond capacity.
+// room unless the result says replicas went beyond capacity. At 0 replicas
+// Schedule never fails, every target says it is kept at zero, and Divided
+// keeps only clusters of the previous decision (or failing back).
 func FuzzScheduleReplicaSum(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -286,7 +293,15 @@ func FuzzScheduleReplicaSum(f *testing.F) {
 			if !errors.As(err, &serr) {
 				t.Fatalf("invalid-input error for a valid input: %v", err)
 			}
+			if sc.in.Replicas == 0 {
+				t.Fatalf("0 replicas failed to schedule: %v", err)
+			}
 			return
+		}
+		for _, c := range res.Clusters {
+			if zero := sc.in.Replicas == 0; zero != (c.Reason == v1alpha1.TargetReasonKeptAtZero) {
+				t.Fatalf("request %d: %s has reason %q", sc.in.Replicas, c.Name, c.Reason)
+			}
 		}
 		if !slices.IsSortedFunc(res.Clusters, func(a, b v1alpha1.TargetCluster) int { return cmpString(a.Name, b.Name) }) {
 			t.Fatalf("clusters not sorted: %s", targets(res.Clusters))
@@ -307,8 +322,9 @@ func FuzzScheduleReplicaSum(f *testing.F) {
 				t.Fatalf("replicas sum to %d, want %d: %s", got, sc.in.Replicas, targets(res.Clusters))
 			}
 			for _, c := range res.Clusters {
-				if c.Replicas <= 0 {
-					t.Fatalf("Divided lists %s with %d replicas", c.Name, c.Replicas)
+				_, had := sc.prev[c.Name]
+				if c.Replicas < 0 || (c.Replicas == 0 && (sc.in.Replicas != 0 || !(had || sc.wasEvicted[c.Name]))) {
+					t.Fatalf("Divided lists %s with %d replicas (request %d, in the previous decision: %v)", c.Name, c.Replicas, sc.in.Replicas, had)
 				}
 			}
 		}
@@ -373,7 +389,9 @@ func FuzzScheduleFilters(f *testing.F) {
 			if !allowed[c.Name] {
 				t.Fatalf("%s runs %d replicas outside affinity group %q", c.Name, c.Replicas, res.AffinityName)
 			}
-			if sc.evicts[c.Name] {
+			// At 0 a cluster may keep the app's Work at 0 replicas
+			// whatever its taints: nothing runs there.
+			if sc.evicts[c.Name] && c.Replicas > 0 {
 				t.Fatalf("%s runs %d replicas despite an untolerated NoExecute taint", c.Name, c.Replicas)
 			}
 			if sc.noNew[c.Name] {

@@ -48,8 +48,11 @@ type scheduler struct {
 // Schedule decides how many replicas run in which member cluster. It tries
 // the affinity groups in order and returns the first schedulable result.
 //
-// A Divided app with 0 replicas is always schedulable (on no cluster, in
-// the first group); a Duplicated one still needs clusters to list.
+// An app with 0 replicas is always schedulable, and scaling to zero moves
+// nothing (see keepAtZero): Divided keeps the clusters of the previous
+// decision, in its affinity group, at 0 replicas; Duplicated lists every
+// selected cluster at 0, or, when none can be selected, keeps those of the
+// previous decision. Every target then has Reason KeptAtZero.
 //
 // When no group is schedulable the error is a *ScheduleError (see
 // ErrUnschedulable and ErrSpreadConstraintsNotMet); the Result then carries
@@ -64,20 +67,21 @@ func Schedule(in Input) (Result, error) {
 	}
 	res := Result{Evicted: s.evictions()}
 	var attempts []Attempt
-	for _, t := range s.terms {
+	for _, t := range s.zeroFirst() {
 		o := s.attempt(t)
 		if o.fail != nil {
 			attempts = append(attempts, Attempt{AffinityName: t.name, Reason: o.fail.reason, Message: o.fail.message, Filtered: o.filtered})
 			continue
 		}
-		res.Clusters, res.Filtered, res.AffinityName = o.clusters, o.filtered, t.name
-		s.requeueOnExpiry(res.Clusters)
-		res.RequeueAfter = s.requeue
-		if o.beyond > 0 {
-			res.BeyondCapacity = int32(o.beyond)
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%d of %d replicas are placed beyond the spare capacity the clusters report", o.beyond, s.replicas))
-		}
-		return res, nil
+		return s.result(res, t, o), nil
+	}
+	if s.replicas == 0 {
+		// Duplicated, and no cluster can be selected: nothing is placed,
+		// so nothing fails; the app keeps its Works where they are.
+		t := s.zeroFirst()[0]
+		o, cands := s.candidates(t)
+		s.keepAtZero(cands, &o)
+		return s.result(res, t, o), nil
 	}
 	// The caller keeps its previous decision, so that decision's
 	// tolerations are the ones that run out.
@@ -92,6 +96,42 @@ func Schedule(in Input) (Result, error) {
 		}
 	}
 	return res, serr
+}
+
+// result completes res with the outcome o of trying group t.
+func (s *scheduler) result(res Result, t term, o outcome) Result {
+	res.Clusters, res.Filtered, res.AffinityName = o.clusters, o.filtered, t.name
+	if s.replicas == 0 {
+		for i := range res.Clusters {
+			res.Clusters[i].Reason = v1alpha1.TargetReasonKeptAtZero
+		}
+	}
+	s.requeueOnExpiry(res.Clusters)
+	res.RequeueAfter = s.requeue
+	if o.beyond > 0 {
+		res.BeyondCapacity = int32(o.beyond)
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d of %d replicas are placed beyond the spare capacity the clusters report", o.beyond, s.replicas))
+	}
+	return res
+}
+
+// zeroFirst returns the affinity groups in the order to try them. At 0
+// replicas the group of the previous decision comes first, so that scaling
+// to zero keeps the app where it runs instead of moving it back to a
+// preferred group with nothing placed (it moves when it scales up again).
+func (s *scheduler) zeroFirst() []term {
+	if s.replicas != 0 || s.in.Previous == nil || len(s.terms) < 2 {
+		return s.terms
+	}
+	for i, t := range s.terms {
+		if t.name == s.in.Previous.AffinityName && i > 0 {
+			out := make([]term, 0, len(s.terms))
+			out = append(out, t)
+			out = append(out, s.terms[:i]...)
+			return append(out, s.terms[i+1:]...)
+		}
+	}
+	return s.terms
 }
 
 // newScheduler compiles the input and assesses every cluster's health,
@@ -249,6 +289,18 @@ func (o *outcome) filter(c *cluster, filter, reason string) {
 // attempt schedules the app within one affinity group: filter, score,
 // choose (spread), divide.
 func (s *scheduler) attempt(t term) outcome {
+	o, cands := s.candidates(t)
+	if s.mode != duplicated && s.replicas == 0 {
+		// Nothing to place, so nothing can fail.
+		s.keepAtZero(cands, &o)
+		return o
+	}
+	return s.place(cands, o)
+}
+
+// candidates filters the clusters for group t: the candidates, and in the
+// outcome every cluster that may take no new replicas, with the reason.
+func (s *scheduler) candidates(t term) (outcome, []candidate) {
 	var o outcome
 	cands := make([]candidate, 0, len(s.clusters))
 	for i := range s.clusters {
@@ -267,16 +319,23 @@ func (s *scheduler) attempt(t term) outcome {
 		}
 		if c.evict {
 			o.filter(c, FilterTaintToleration, c.x.evictMsg)
-			continue
+			if s.replicas > 0 || !c.inPrev {
+				continue
+			}
+			// At 0 replicas nothing runs, so nothing is evicted: the
+			// cluster keeps the app's Work at 0 (see keepAtZero).
 		}
-		cand := candidate{c: c, grow: c.block() == ""}
+		cand := candidate{c: c, grow: c.block() == "" && !c.evict}
 		switch {
 		case c.returning:
 			cand.holds, cand.base = true, int64(c.returnReplicas)
 		case s.mode == duplicated:
 			cand.holds, cand.base = c.inPrev, int64(c.prev)
 		default:
-			cand.holds, cand.base = c.prev > 0, int64(c.prev)
+			// Divided lists a cluster with 0 replicas only when it kept
+			// the app's Work at zero: scaling up prefers it (sticky), so
+			// the kept Deployment is reused, when it may take replicas.
+			cand.holds, cand.base = c.prev > 0 || (c.inPrev && cand.grow), int64(c.prev)
 		}
 		cand.sticky = cand.holds && s.mode != staticWeighted
 		if s.mode == staticWeighted {
@@ -285,20 +344,58 @@ func (s *scheduler) attempt(t term) outcome {
 				continue
 			}
 		}
-		if !cand.grow {
+		if !cand.grow && !c.evict {
 			// It keeps what it holds but takes nothing new.
 			o.filter(c, c.x.blockFilter, c.x.block)
-			if !cand.holds {
+			if !cand.holds && !(s.replicas == 0 && c.inPrev) {
 				continue
 			}
 		}
 		cands = append(cands, cand)
 	}
-	if s.mode != duplicated && s.replicas == 0 {
-		// Nothing to place, so nothing can fail: whether a cluster would
-		// be eligible must not depend on it having run replicas before.
-		return o
+	return o, cands
+}
+
+// keepAtZero sets o's clusters to those of cands that the previous
+// decision lists (or that fail back now), at 0 replicas: an app scaled to
+// zero keeps its Works, and so its member Deployments, where it last ran,
+// so that scaling back reuses them. A cluster's health does not matter
+// here, as nothing runs there (it matters again when the app scales up);
+// leaving the affinity group, or the MemberCluster being deleted, does.
+// Only maxGroups is enforced, taking clusters by name: minGroups is about
+// where replicas can run, and none are asked for.
+func (s *scheduler) keepAtZero(cands []candidate, o *outcome) {
+	var kept []*candidate
+	for i := range cands {
+		if c := &cands[i]; c.c.inPrev || c.c.returning {
+			kept = append(kept, c)
+		}
 	}
+	if s.hasMax && len(kept) > 0 {
+		p := &picker{s: s, g: s.groupCandidates(kept), order: kept}
+		p.reset()
+		for i := range kept {
+			if p.fits(i) {
+				p.take(i)
+			}
+		}
+		taken := kept[:0:0]
+		for i, c := range kept {
+			if p.chosen[i] {
+				taken = append(taken, c)
+			}
+		}
+		kept = taken
+	}
+	o.clusters = make([]v1alpha1.TargetCluster, 0, len(kept))
+	for _, c := range kept {
+		o.clusters = append(o.clusters, v1alpha1.TargetCluster{Name: c.c.name, Replicas: 0})
+	}
+}
+
+// place scores the candidates, chooses among them (spread) and divides the
+// replicas.
+func (s *scheduler) place(cands []candidate, o outcome) outcome {
 	if len(cands) == 0 {
 		o.fail = unschedulable("no cluster can run the app")
 		return o

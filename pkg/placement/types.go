@@ -65,10 +65,12 @@ func InputFor(app *v1alpha1.MyApp, clusters []v1alpha1.MemberCluster, now time.T
 // Result is one scheduling decision.
 type Result struct {
 	// Clusters are the target clusters and their replicas, sorted by name.
-	// When Divided only clusters with at least one replica are listed. When
-	// Duplicated every selected cluster is listed, even with 0 replicas, so
-	// that the set of clusters the app is deployed to does not depend on its
-	// scale (scaling from 0 then needs no new placement).
+	// When Divided only clusters with at least one replica are listed, but
+	// at 0 replicas the clusters of the previous decision are kept, with 0.
+	// When Duplicated every selected cluster is listed, even with 0 replicas,
+	// so that the set of clusters the app is deployed to does not depend on
+	// its scale (scaling from 0 then needs no new placement). At 0 replicas
+	// every target has Reason v1alpha1.TargetReasonKeptAtZero.
 	Clusters []v1alpha1.TargetCluster
 	// Evicted are the clusters replicas were moved away from, sorted by
 	// name: the ones evicted by this call (EvictionTime = Now) and the
