@@ -93,6 +93,9 @@ func Cluster(v ClusterView) flotillav1.ClusterAppStatus {
 		if c := meta.FindStatusCondition(v.Member.Status.Conditions, flotillav1.ConditionReady); c != nil && c.Message != "" {
 			st.Message = "cluster not Ready: " + c.Message
 		}
+		if idle(v, st) {
+			st.Message += "; it runs none of the app's replicas, so nothing moves"
+		}
 	case v.Work == nil:
 		st.Phase = flotillav1.ClusterAppPending
 		st.Message = "Work not written yet"
@@ -117,6 +120,14 @@ func Cluster(v ClusterView) flotillav1.ClusterAppStatus {
 		}
 	}
 	return st
+}
+
+// idle says a cluster runs none of the app's replicas and is asked for
+// none, as far as its member last confirmed (it reported the Work's current
+// generation): losing it costs nothing, so it raises no alarm. An app
+// scaled to zero keeps its Works in such clusters.
+func idle(v ClusterView, st flotillav1.ClusterAppStatus) bool {
+	return v.Assigned == 0 && v.Work != nil && workstatus.Observed(v.Work) && st.Replicas == 0
 }
 
 // Compute aggregates the clusters into MyApp status: per-cluster
@@ -157,6 +168,9 @@ type tally struct {
 }
 
 func (t *tally) add(v ClusterView, st flotillav1.ClusterAppStatus) {
+	if st.Phase == flotillav1.ClusterAppLost && idle(v, st) {
+		return
+	}
 	entry := v.Name
 	if st.Message != "" {
 		entry = v.Name + ": " + st.Message
@@ -196,9 +210,15 @@ func (c *conditions) set(t string, s metav1.ConditionStatus, reason, msg string)
 
 // scheduledAppliedAvailable sets Scheduled, Applied and Available.
 func (c *conditions) scheduledAppliedAvailable(in Input, out *Output, t *tally) {
-	if in.ScheduleErr != nil {
+	switch {
+	case in.ScheduleErr != nil:
 		c.set(flotillav1.ConditionScheduled, metav1.ConditionFalse, in.ScheduleReason, in.ScheduleErr.Error())
-	} else {
+	case out.Desired == 0 && out.Used == 0:
+		c.set(flotillav1.ConditionScheduled, metav1.ConditionTrue, flotillav1.ReasonScheduled, "scaled to zero: 0 replicas, on no cluster")
+	case out.Desired == 0:
+		c.set(flotillav1.ConditionScheduled, metav1.ConditionTrue, flotillav1.ReasonScheduled,
+			fmt.Sprintf("scaled to zero: the app's Works are kept at 0 replicas in %d clusters", out.Used))
+	default:
 		msg := fmt.Sprintf("%d replicas placed on %d clusters", out.Desired, out.Used)
 		if len(in.Warnings) > 0 {
 			msg += "; " + strings.Join(in.Warnings, "; ")
@@ -211,6 +231,8 @@ func (c *conditions) scheduledAppliedAvailable(in Input, out *Output, t *tally) 
 		c.set(flotillav1.ConditionApplied, metav1.ConditionFalse, flotillav1.ReasonApplyFailed, strings.Join(t.notApplied, "; "))
 	case len(t.pending) > 0 || len(t.lost) > 0:
 		c.set(flotillav1.ConditionApplied, metav1.ConditionUnknown, flotillav1.ReasonWaitingForMember, strings.Join(append(t.pending, t.lost...), "; "))
+	case out.Used == 0 && out.Desired == 0 && in.ScheduleErr == nil:
+		c.set(flotillav1.ConditionApplied, metav1.ConditionTrue, flotillav1.ReasonApplied, "scaled to zero: nothing to apply")
 	case out.Used == 0:
 		c.set(flotillav1.ConditionApplied, metav1.ConditionUnknown, flotillav1.ReasonWaitingForMember, "the app is placed on no cluster")
 	default:
@@ -219,7 +241,7 @@ func (c *conditions) scheduledAppliedAvailable(in Input, out *Output, t *tally) 
 
 	// Available: every cluster has its assigned replicas available.
 	msg := fmt.Sprintf("%d/%d replicas available", out.Available, out.Desired)
-	if len(t.unavailable) == 0 && out.Used > 0 {
+	if len(t.unavailable) == 0 && (out.Used > 0 || out.Desired == 0) {
 		c.set(flotillav1.ConditionAvailable, metav1.ConditionTrue, flotillav1.ReasonAvailable, msg)
 		return
 	}
@@ -254,7 +276,12 @@ func (c *conditions) progressingDegradedReady(in Input, out *Output, t *tally) {
 		c.set(flotillav1.ConditionDegraded, metav1.ConditionFalse, flotillav1.ReasonAsExpected, "")
 	}
 
-	// Ready: scheduled, applied and every replica ready and updated.
+	// Ready: scheduled, applied and every replica ready and updated. Scaled
+	// to zero, that is every kept cluster confirming it runs none.
+	if in.ScheduleErr == nil && out.Desired == 0 && len(t.unavailable) == 0 {
+		c.set(flotillav1.ConditionReady, metav1.ConditionTrue, flotillav1.ReasonScaledToZero, "0/0 replicas")
+		return
+	}
 	if in.ScheduleErr == nil && out.Used > 0 && len(t.unavailable) == 0 {
 		c.set(flotillav1.ConditionReady, metav1.ConditionTrue, flotillav1.ReasonReady, fmt.Sprintf("%d/%d replicas ready in %d clusters", out.Ready, out.Desired, out.Used))
 		return

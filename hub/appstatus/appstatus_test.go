@@ -228,16 +228,16 @@ func TestComputeStatus(t *testing.T) {
 			flotillav1.ConditionReady:     {metav1.ConditionFalse, flotillav1.ReasonSpreadConstraintsNotMet, []string{"1/1 replicas ready"}},
 		},
 	}, {
-		name:       "placed on no cluster: nothing is applied, available or ready",
+		name:       "scaled to zero on no cluster: nothing to apply, and that is Ready (see zero_test.go)",
 		in:         Input{Generation: 1},
 		wantTotals: [5]int32{0, 0, 0, 0, 0},
 		want: map[string]wantCondition{
-			flotillav1.ConditionScheduled:   {metav1.ConditionTrue, flotillav1.ReasonScheduled, []string{"0 replicas placed on 0 clusters"}},
-			flotillav1.ConditionApplied:     {metav1.ConditionUnknown, flotillav1.ReasonWaitingForMember, []string{"the app is placed on no cluster"}},
-			flotillav1.ConditionAvailable:   {metav1.ConditionFalse, flotillav1.ReasonUnavailable, []string{"0/0 replicas available"}},
+			flotillav1.ConditionScheduled:   {metav1.ConditionTrue, flotillav1.ReasonScheduled, []string{"scaled to zero: 0 replicas, on no cluster"}},
+			flotillav1.ConditionApplied:     {metav1.ConditionTrue, flotillav1.ReasonApplied, []string{"nothing to apply"}},
+			flotillav1.ConditionAvailable:   {metav1.ConditionTrue, flotillav1.ReasonAvailable, []string{"0/0 replicas available"}},
 			flotillav1.ConditionProgressing: {metav1.ConditionFalse, flotillav1.ReasonComplete, nil},
 			flotillav1.ConditionDegraded:    {metav1.ConditionFalse, flotillav1.ReasonAsExpected, nil},
-			flotillav1.ConditionReady:       {metav1.ConditionFalse, flotillav1.ReasonNotReady, []string{"0/0 replicas ready"}},
+			flotillav1.ConditionReady:       {metav1.ConditionTrue, flotillav1.ReasonScaledToZero, []string{"0/0 replicas"}},
 		},
 	}, {
 		name: "a pending cluster: waiting for the member, rolling out",
