@@ -7,7 +7,9 @@
 // clusters at a time; a cluster succeeds when its member reports the
 // revision updated and available for minSuccessTime, and fails past
 // progressDeadline or on ProgressDeadlineExceeded; past maxFailures the
-// rollout pauses or rolls back. Every piece of state lives in the returned
+// rollout pauses or rolls back. With no replica on any target cluster (the
+// app is scaled to zero) there is nothing to wait for: a new revision
+// completes in one step, unless the rollout is paused. Every piece of state lives in the returned
 // status, so a restarted hub continues where the old one stood.
 //
 // It has no client, clock or goroutine: the hub's MyApp controller reads

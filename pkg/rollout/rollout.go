@@ -262,9 +262,25 @@ func Step(prev *flotillav1.RolloutStatus, spec *flotillav1.MyAppSpec, targets []
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	st.Clusters = out
 
+	if rolling && nothingRuns(targets) && !pol.paused &&
+		st.Phase != flotillav1.RolloutPhaseFailed && st.Phase != flotillav1.RolloutPhaseRolledBack {
+		// Scaled to zero: no replica is updated, so there is nothing to
+		// wait for and nothing that can fail; every cluster takes the
+		// target revision at once.
+		st.CurrentRevision = st.TargetRevision
+		for i := range st.Clusters {
+			st.Clusters[i] = flotillav1.ClusterRolloutStatus{Name: st.Clusters[i].Name, Revision: st.TargetRevision, Phase: flotillav1.ClusterRolloutSucceeded}
+		}
+		st.Phase = flotillav1.RolloutPhaseComplete
+		st.Message = fmt.Sprintf("revision %s applied to all %d clusters at once: the app is scaled to zero", st.TargetRevision, len(st.Clusters))
+		res.Completed = true
+		res.Events = append(res.Events, Event{corev1.EventTypeNormal, flotillav1.ReasonComplete, st.Message})
+		rolling = false
+	}
+
 	if rolling {
 		res.advance(st, pol, byName, now)
-	} else {
+	} else if !res.Completed {
 		st.Phase = flotillav1.RolloutPhaseComplete
 		st.Message = fmt.Sprintf("every cluster runs revision %s", st.CurrentRevision)
 		for i := range st.Clusters {
@@ -327,6 +343,17 @@ func Step(prev *flotillav1.RolloutStatus, spec *flotillav1.MyAppSpec, targets []
 	st.Progress = fmt.Sprintf("%d/%d", succeeded, len(st.Clusters))
 	res.Status = st
 	return res
+}
+
+// nothingRuns says no target cluster is asked for a replica: the app is
+// scaled to zero (or placed nowhere).
+func nothingRuns(targets []Target) bool {
+	for _, t := range targets {
+		if t.Assigned > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // advance evaluates the updating clusters, applies the failure policy,
