@@ -1,12 +1,15 @@
 // Package server is the hub side of the sync protocol: a gRPC server that
-// streams each member cluster's Works to its agent and passes the agent's
-// status reports and heartbeats on to the hub. The protocol, flow control
+// introduces the hub by its fleet id, streams each member cluster's Works
+// to its agent, and passes the agent's status reports, heartbeats,
+// refusals and prune reports on to the hub, and an admin's prune
+// confirmations back (ConfirmPrune). The protocol, flow control
 // and what happens when a queue is full are described in pkg/sync.
 //
 // The server depends only on the interfaces in interfaces.go, so tests run
 // it without a cluster:
 //
 //	srv, err := server.New(server.Config{
+//		FleetID: fleetID, // or SetFleetID before Serve
 //		Works: works, Clusters: clusters, Status: statusSink, Agents: agentSink,
 //		TLS: tlsConfig, Registerer: registry,
 //	})
