@@ -71,6 +71,9 @@ type Options struct {
 	HeartbeatGrace time.Duration
 	// HeartbeatWriteInterval bounds heartbeat-only status writes.
 	HeartbeatWriteInterval time.Duration
+	// Evictions configure the partition brake and the eviction rate limit
+	// (zero values: the defaults).
+	Evictions membercluster.EvictionOptions
 	// Logger is the manager's logger.
 	Logger logr.Logger
 	// Registerer is where the sync server's metrics go (default:
@@ -180,6 +183,9 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		Recorder:               mgr.GetEventRecorder("flotilla-hub"),
 		Grace:                  opts.HeartbeatGrace,
 		HeartbeatWriteInterval: opts.HeartbeatWriteInterval,
+		Evictions:              opts.Evictions,
+		APIReader:              mgr.GetAPIReader(),
+		Namespace:              hubNamespace(opts),
 	}
 	if err := mcReconciler.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the MemberCluster controller: %w", err)

@@ -64,8 +64,18 @@ type Reconciler struct {
 	// HeartbeatWriteInterval bounds heartbeat-only status writes
 	// (DefaultHeartbeatWriteInterval when zero).
 	HeartbeatWriteInterval time.Duration
+	// Evictions configure the partition brake and the eviction rate limit
+	// (see decideEvictions).
+	Evictions EvictionOptions
+	// APIReader reads every MemberCluster live when a taint is decided
+	// (nil: Client).
+	APIReader client.Reader
+	// Namespace is the hub's namespace, which holds the hub status
+	// ConfigMap ("" writes none).
+	Namespace string
 
-	since      time.Time
+	since      time.Time // set at the first reconcile: see leaderSince
+	fleet      fleetState
 	namespaces sync.Map // cluster namespaces known to exist
 }
 
@@ -83,7 +93,6 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	if r.HeartbeatWriteInterval == 0 {
 		r.HeartbeatWriteInterval = DefaultHeartbeatWriteInterval
 	}
-	r.since = r.Clock.Now()
 	return ctrl.ControllerManagedBy(mgr).
 		For(&flotillav1.MemberCluster{}).
 		WatchesRawSource(source.Channel(r.Tracker.events, &handler.EnqueueRequestForObject{})).
@@ -111,14 +120,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	now := r.Clock.Now()
 	agent, known := r.Tracker.snapshot(mc.Name)
 	h := computeHealth(healthInput{
-		now: now, grace: r.Grace, since: r.since,
+		now: now, grace: r.Grace, since: r.leaderSince(),
 		agent: agent, known: known,
 		recorded:   mc.Status.LastHeartbeatTime,
 		conditions: mc.Status.Conditions,
 	})
 
 	// Spec: the unreachable taint follows health.
-	taints := withUnreachableTaint(mc.Spec.Taints, h.lost, now)
+	// The partition brake and the rate limit may hold a lost member's taint.
+	td, err := r.decideTaint(ctx, mc, h, now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if td.ready != nil {
+		h.ready = *td.ready
+	}
+	taints := withUnreachableTaint(mc.Spec.Taints, td.taint, now)
 	if !equality.Semantic.DeepEqual(taints, mc.Spec.Taints) && !(len(taints) == 0 && len(mc.Spec.Taints) == 0) {
 		before := mc.DeepCopy()
 		mc.Spec.Taints = taints
@@ -168,6 +185,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.reportSafety(before, mc)
 
 	requeue := h.recheckAfter
+	if d := td.recheckAfter; d > 0 && (requeue == 0 || d < requeue) {
+		requeue = d
+	}
 	if h.healthy && known {
 		// Come back to record the heartbeat when it is due.
 		if d := r.HeartbeatWriteInterval; requeue == 0 || d < requeue {
