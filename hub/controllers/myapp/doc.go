@@ -15,6 +15,12 @@
 //     scheduler and the rollout name (a toleration or failback window
 //     ending, a minSuccessTime or progressDeadline).
 //
+// Scaling to zero keeps the Works: the scheduler keeps the app's clusters
+// at 0 replicas (reason KeptAtZero), the plan renders their Works with 0,
+// and the status is Ready with reason ScaledToZero once the members confirm,
+// so scaling back updates the same Works and the members the same
+// Deployments.
+//
 // Works live in other namespaces than their MyApp, so they carry labels
 // (flotilla.dev/myapp-namespace, flotilla.dev/myapp-name) instead of owner
 // references; a Work whose MyApp is gone is deleted when the controller

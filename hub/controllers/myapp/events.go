@@ -41,7 +41,11 @@ func (r *Reconciler) recordPlacementChange(app *flotillav1.MyApp, before, after 
 	for _, c := range after.Clusters {
 		parts = append(parts, fmt.Sprintf("%s=%d", c.Name, c.Replicas))
 	}
-	r.event(app, corev1.EventTypeNormal, flotillav1.ReasonScheduled, "Schedule", "placed replicas: %s", strings.Join(parts, ", "))
+	msg := "placed replicas: " + strings.Join(parts, ", ")
+	if len(after.Clusters) > 0 && after.Clusters[0].Reason == flotillav1.TargetReasonKeptAtZero {
+		msg += " (scaled to zero: the Works are kept at 0 replicas)"
+	}
+	r.event(app, corev1.EventTypeNormal, flotillav1.ReasonScheduled, "Schedule", "%s", msg)
 }
 
 func (r *Reconciler) event(app *flotillav1.MyApp, typ, reason, action, format string, args ...any) {
