@@ -164,12 +164,16 @@ func New(opts Options) (*Agent, error) {
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 durationPtr(8 * time.Second),
-		RenewDeadline:                 durationPtr(6 * time.Second),
-		RetryPeriod:                   durationPtr(time.Second),
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:        opts.ProbeAddr,
-		Controller:                    config.Controller{SkipNameValidation: &opts.SkipNameValidation},
+		// A killed leader cannot release its Lease: a new agent process
+		// waits out LeaseDuration (plus up to 2.2 RetryPeriods) before it
+		// heartbeats again, and that must fit in the hub's heartbeat grace
+		// (docs/architecture.md, timing budget).
+		LeaseDuration:          durationPtr(agentLeaseDuration),
+		RenewDeadline:          durationPtr(agentRenewDeadline),
+		RetryPeriod:            durationPtr(agentRetryPeriod),
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.ProbeAddr,
+		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			// Only what Flotilla applied: a member's other Deployments
 			// cost the agent nothing.
@@ -255,5 +259,12 @@ func New(opts Options) (*Agent, error) {
 	}
 	return &Agent{Manager: mgr, Store: store, Sync: sc, LeaderIdentity: leaderID}, nil
 }
+
+// The agent's leader election timings.
+const (
+	agentLeaseDuration = 5 * time.Second
+	agentRenewDeadline = 4 * time.Second
+	agentRetryPeriod   = 500 * time.Millisecond
+)
 
 func durationPtr(d time.Duration) *time.Duration { return &d }

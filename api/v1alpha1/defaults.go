@@ -21,8 +21,12 @@ const (
 
 	// DefaultUnreachableTolerationSeconds is how long replicas stay on a
 	// cluster tainted unreachable before they are moved
-	// (spec.failover.clusterUnreachable.tolerationSeconds).
-	DefaultUnreachableTolerationSeconds int32 = 10
+	// (spec.failover.clusterUnreachable.tolerationSeconds). With the hub's
+	// default 14s heartbeat grace, replicas move 19s after the last
+	// heartbeat: long enough that no hub or agent restart moves them, short
+	// enough that a lost member's replicas run elsewhere within 30s (the
+	// timing budget in docs/architecture.md).
+	DefaultUnreachableTolerationSeconds int32 = 5
 	// DefaultPurgeMode is spec.failover.clusterUnreachable.purgeMode when
 	// unset.
 	DefaultPurgeMode = PurgeGraciously

@@ -172,7 +172,10 @@ type FailoverPolicy struct {
 type ClusterFailover struct {
 	// TolerationSeconds is how long replicas stay on a cluster after it is
 	// tainted unreachable before they are moved. 0 moves them at once.
-	// +kubebuilder:default=10
+	// The hub taints a cluster after its heartbeat grace period (14s by
+	// default), so replicas move grace + toleration after the last
+	// heartbeat.
+	// +kubebuilder:default=5
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	// +optional

@@ -569,9 +569,9 @@ func TestScheduleTaints(t *testing.T) {
 		{
 			name: "NoExecute unreachable taint within toleration keeps replicas and requeues at expiry",
 			in: Input{Replicas: 12, Placement: st, Previous: decision("a=4 b=4 c=4"),
-				Clusters: []v1alpha1.MemberCluster{member("a"), member("b", unreachableSince(t0.Add(-4*time.Second))), member("c")}},
+				Clusters: []v1alpha1.MemberCluster{member("a"), member("b", unreachableSince(t0.Add(-2*time.Second))), member("c")}},
 			want:        "a=4 b=4 c=4",
-			wantRequeue: 6 * time.Second,
+			wantRequeue: defaultToleration - 2*time.Second,
 		},
 		{
 			name: "NoExecute unreachable taint past toleration moves replicas and reports the eviction",
@@ -763,7 +763,7 @@ func TestScheduleFailback(t *testing.T) {
 				Clusters: []v1alpha1.MemberCluster{member("a", readySince(t0.Add(-10*time.Second))), member("b", unreachableSince(t0.Add(-3*time.Second))), member("c")}},
 			want:        "b=4 c=8",
 			wantEvicted: "a=2:ClusterUnreachable",
-			wantRequeue: 7 * time.Second,
+			wantRequeue: defaultToleration - 3*time.Second,
 		},
 	})
 }
@@ -800,12 +800,16 @@ func runSteps(t *testing.T, in Input, steps []step) {
 	}
 }
 
+// defaultToleration is how long the default failover policy tolerates the
+// unreachable taint.
+const defaultToleration = time.Duration(v1alpha1.DefaultUnreachableTolerationSeconds) * time.Second
+
 func TestFailoverAndFailbackSequence(t *testing.T) {
 	s := func(d time.Duration) time.Time { return t0.Add(d) }
 	b, c := member("b"), member("c")
 	runSteps(t, Input{Replicas: 12, Placement: v1alpha1.Placement{ReplicaScheduling: static("a=1", "b=2", "c=3")}}, []step{
 		{at: 0, clusters: abc(), want: "a=2 b=4 c=6"},
-		{at: 5 * time.Second, clusters: []v1alpha1.MemberCluster{member("a", unreachableSince(s(0))), b, c}, want: "a=2 b=4 c=6"},
+		{at: defaultToleration - time.Second, clusters: []v1alpha1.MemberCluster{member("a", unreachableSince(s(0))), b, c}, want: "a=2 b=4 c=6"},
 		{at: 10 * time.Second, clusters: []v1alpha1.MemberCluster{member("a", unreachableSince(s(0))), b, c}, want: "b=5 c=7", wantEvicted: "a=2:ClusterUnreachable"},
 		{at: 60 * time.Second, clusters: []v1alpha1.MemberCluster{member("a", unreachableSince(s(0))), b, c}, want: "b=5 c=7", wantEvicted: "a=2:ClusterUnreachable"},
 		{at: 70 * time.Second, clusters: []v1alpha1.MemberCluster{member("a", readySince(s(65*time.Second))), b, c}, want: "b=5 c=7", wantEvicted: "a=2:ClusterUnreachable"},
@@ -856,7 +860,7 @@ func TestFallbackAffinityReturnsToPrimaryAfterFailback(t *testing.T) {
 	b := member("b")
 	runSteps(t, in, []step{
 		{at: 0, clusters: []v1alpha1.MemberCluster{member("a"), b}, want: "a=2", wantAff: "primary"},
-		{at: 5 * time.Second, clusters: []v1alpha1.MemberCluster{member("a", unreachableSince(s(0))), b}, want: "a=2", wantAff: "primary"},
+		{at: defaultToleration - time.Second, clusters: []v1alpha1.MemberCluster{member("a", unreachableSince(s(0))), b}, want: "a=2", wantAff: "primary"},
 		{at: 10 * time.Second, clusters: []v1alpha1.MemberCluster{member("a", unreachableSince(s(0))), b}, want: "b=2", wantAff: "backup", wantEvicted: "a=2:ClusterUnreachable"},
 		{at: 30 * time.Second, clusters: []v1alpha1.MemberCluster{member("a", readySince(s(20*time.Second))), b}, want: "b=2", wantAff: "backup", wantEvicted: "a=2:ClusterUnreachable"},
 		{at: 50 * time.Second, clusters: []v1alpha1.MemberCluster{member("a", readySince(s(20*time.Second))), b}, want: "a=2", wantAff: "primary"},
@@ -882,7 +886,7 @@ func TestUnschedulableErrorNamesEachCluster(t *testing.T) {
 		t.Errorf("reason = %q, want %q", serr.Reason, v1alpha1.ReasonUnschedulable)
 	}
 	want := "no cluster can run the app: member-a: not in clusterAffinity (clusterNames); " +
-		"member-b: taint flotilla.dev/unreachable:NoExecute not tolerated since 2030-01-02T03:03:15Z; " +
+		"member-b: taint flotilla.dev/unreachable:NoExecute not tolerated since " + t0.Add(-time.Minute+defaultToleration).UTC().Format(time.RFC3339) + "; " +
 		"member-c: not Ready"
 	if err.Error() != want {
 		t.Errorf("error =\n  %s\nwant\n  %s", err, want)

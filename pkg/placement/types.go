@@ -21,7 +21,7 @@ type Input struct {
 	// one pod slot ("pods": 1) is always added.
 	Requests corev1.ResourceList
 	// Failover is the MyApp's spec.failover; nil means the defaults
-	// (unreachable tolerated for 10s, failback after 30s of Ready).
+	// (unreachable tolerated for 5s, failback after 30s of Ready).
 	Failover *v1alpha1.FailoverPolicy
 	// Clusters are the member clusters as the hub sees them, in any order.
 	Clusters []v1alpha1.MemberCluster

@@ -28,8 +28,11 @@ import (
 // Defaults for the health controller.
 const (
 	// DefaultGrace is how long a member may go without a heartbeat before
-	// it is not Ready and tainted unreachable. Agents heartbeat every 2s.
-	DefaultGrace = 8 * time.Second
+	// it is not Ready and tainted unreachable. Agents heartbeat every 2s;
+	// 14s covers an agent restart or leader change (a new agent process
+	// waits out the killed leader's 5s Lease) with room to spare, and keeps
+	// failover within 30s: see the timing budget in docs/architecture.md.
+	DefaultGrace = 14 * time.Second
 	// DefaultHeartbeatWriteInterval bounds how often a healthy member's
 	// heartbeat alone is written to its status.
 	DefaultHeartbeatWriteInterval = 30 * time.Second

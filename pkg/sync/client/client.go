@@ -26,12 +26,17 @@ import (
 const (
 	DefaultHeartbeatInterval = 10 * time.Second
 	DefaultInitialBackoff    = 500 * time.Millisecond
-	DefaultMaxBackoff        = 30 * time.Second
-	DefaultMaxApplyBackoff   = 5 * time.Minute
-	DefaultMaxMessageBytes   = 16 << 20
-	DefaultKeepaliveTime     = 30 * time.Second
-	DefaultKeepaliveTimeout  = 10 * time.Second
-	DefaultHubHelloTimeout   = 30 * time.Second
+	// DefaultMaxBackoff is short because the hub counts a member's
+	// heartbeat grace from when it became leader: an agent must be back
+	// within the grace after a hub restart (docs/architecture.md, timing
+	// budget). Connections refused by a hub that is down or a standby
+	// cost little; the jitter spreads them.
+	DefaultMaxBackoff       = 5 * time.Second
+	DefaultMaxApplyBackoff  = 5 * time.Minute
+	DefaultMaxMessageBytes  = 16 << 20
+	DefaultKeepaliveTime    = 30 * time.Second
+	DefaultKeepaliveTimeout = 10 * time.Second
+	DefaultHubHelloTimeout  = 30 * time.Second
 )
 
 // Config is what a Client needs. Address, TLS and Applier are required.
