@@ -75,6 +75,10 @@ func TestDividedStaticWeights(t *testing.T) { DividedStaticSpec(t, input(t, "sta
 func TestDividedDynamicWeights(t *testing.T) {
 	DynamicWeightsSpec(t, input(t, "dynamic"))
 }
+func TestScaleToZero(t *testing.T) { ScaleToZeroSpec(t, input(t, "zero")) }
+func TestScaleToZeroDuplicated(t *testing.T) {
+	ScaleToZeroDuplicatedSpec(t, input(t, "zero-dup"))
+}
 func TestScaleUpAndDown(t *testing.T)          { ScaleSpec(t, input(t, "scale")) }
 func TestImageRollout(t *testing.T)            { ImageRolloutSpec(t, input(t, "image")) }
 func TestPerClusterOverride(t *testing.T)      { OverrideSpec(t, input(t, "override")) }

@@ -1,0 +1,134 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// ScaleToZeroInput is what scaleToZeroAndBack needs beyond the SpecInput:
+// the placement and the replica count the app runs at, and what each
+// member runs then.
+type ScaleToZeroInput struct {
+	SpecInput
+	Placement flotillav1.Placement
+	Replicas  int32
+	Running   map[string]int32
+}
+
+// ScaleToZeroSpec: a MyApp Divided by static weights 1:1:1 of 6 replicas
+// scaled to 0 keeps its Works and member Deployments, at 0 replicas, in
+// the three members (the same objects), and is Ready (ScaledToZero, 0/0
+// replicas, Applied, Available); scaled back to 6 the same Deployments run
+// 2/2/2 and the app is Ready again.
+func ScaleToZeroSpec(t *testing.T, in SpecInput) {
+	requireMembers(t, in, 3)
+	m := in.Members[:3]
+	scaleToZeroAndBack(t, ScaleToZeroInput{SpecInput: in, Placement: staticWeights(m, 1, 1, 1), Replicas: 6,
+		Running: map[string]int32{m[0]: 2, m[1]: 2, m[2]: 2}})
+}
+
+// ScaleToZeroDuplicatedSpec: the same for a Duplicated MyApp of 2
+// replicas: every member keeps its Deployment at 0, then runs 2 again.
+func ScaleToZeroDuplicatedSpec(t *testing.T, in SpecInput) {
+	scaleToZeroAndBack(t, ScaleToZeroInput{SpecInput: in, Placement: duplicated(), Replicas: 2, Running: each(in.Members, 2)})
+}
+
+func scaleToZeroAndBack(t *testing.T, in ScaleToZeroInput) {
+	ctx := context.Background()
+	members := sortedKeys(in.Running)
+	createMyApp(t, in.SpecInput, newMyApp(in.SpecInput, "web", in.Replicas, in.Placement))
+	eventually(t, fmt.Sprintf("Deployments running %v", in.Running), convergeTimeout, deploymentsRolledOut(in.SpecInput, "web", want(in.Running)))
+	eventually(t, fmt.Sprintf("MyApp web Ready with %v", in.Running), convergeTimeout, appReady(in.SpecInput, "web", in.Running))
+	deps, err := deploymentIDs(ctx, in.SpecInput, "web", members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	works, err := workIDs(ctx, in.SpecInput, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string) {
+		t.Helper()
+		now, err := deploymentIDs(ctx, in.SpecInput, "web", members...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameUIDs(deps, now, false); err != nil {
+			t.Fatalf("%s: member Deployments recreated: %v", what, err)
+		}
+		nowWorks, err := workIDs(ctx, in.SpecInput, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameUIDs(works, nowWorks, false); err != nil {
+			t.Fatalf("%s: Works recreated: %v", what, err)
+		}
+	}
+
+	start := time.Now()
+	updateMyApp(t, in.SpecInput, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](0) })
+	zero := each(members, 0)
+	eventually(t, "scaled to 0: MyApp web Ready (ScaledToZero, 0/0 replicas), Applied and Available", convergeTimeout, scaledToZero(in.SpecInput, "web", zero))
+	t.Logf("scale to 0: Ready=True ScaledToZero %s after the update", time.Since(start).Round(time.Millisecond))
+	eventually(t, "scaled to 0: Works kept in "+fmt.Sprint(members), convergeTimeout, worksOnlyIn(in.SpecInput, "web", members...))
+	eventually(t, "scaled to 0: Deployments kept at 0 replicas", convergeTimeout, deploymentsRolledOut(in.SpecInput, "web", want(zero)))
+	same("scaled to 0")
+	consistently(t, "scaled to 0: stays Ready with the Works kept", 3*time.Second, func() error {
+		if err := scaledToZero(in.SpecInput, "web", zero)(); err != nil {
+			return err
+		}
+		return worksOnlyIn(in.SpecInput, "web", members...)()
+	})
+
+	start = time.Now()
+	updateMyApp(t, in.SpecInput, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To(in.Replicas) })
+	eventually(t, fmt.Sprintf("back to %d: Deployments running %v", in.Replicas, in.Running), convergeTimeout, deploymentsRolledOut(in.SpecInput, "web", want(in.Running)))
+	eventually(t, fmt.Sprintf("back to %d: MyApp web Ready with %v", in.Replicas, in.Running), convergeTimeout, appReady(in.SpecInput, "web", in.Running))
+	t.Logf("scale 0 -> %d: Ready %s after the update", in.Replicas, time.Since(start).Round(time.Millisecond))
+	same(fmt.Sprintf("back to %d", in.Replicas))
+}
+
+// scaledToZero checks the status of a MyApp at 0 replicas: what appReady
+// checks (every kept cluster Available 0/0), Ready with reason
+// ScaledToZero and message "0/0 replicas", Applied and Available True, and
+// a placement that keeps every cluster at 0 and says so.
+func scaledToZero(in SpecInput, name string, kept map[string]int32) func() error {
+	ready := appReady(in, name, kept)
+	return func() error {
+		if err := ready(); err != nil {
+			return err
+		}
+		app, err := getMyApp(context.Background(), in, name)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(app.Status.Conditions, flotillav1.ConditionReady)
+		if c.Reason != flotillav1.ReasonScaledToZero || c.Message != "0/0 replicas" {
+			return fmt.Errorf("Ready condition %s, want reason %s and message 0/0 replicas", conditionString(c), flotillav1.ReasonScaledToZero)
+		}
+		for _, typ := range []string{flotillav1.ConditionApplied, flotillav1.ConditionAvailable} {
+			if c := meta.FindStatusCondition(app.Status.Conditions, typ); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != app.Generation {
+				return fmt.Errorf("%s condition %s", typ, conditionString(c))
+			}
+		}
+		if p := app.Status.Placement; p == nil || len(p.Clusters) != len(kept) {
+			return fmt.Errorf("status.placement %v, want %v", placementOf(app), kept)
+		}
+		for _, tc := range app.Status.Placement.Clusters {
+			if tc.Replicas != 0 || tc.Reason != flotillav1.TargetReasonKeptAtZero {
+				return fmt.Errorf("status.placement cluster %s: %d replicas, reason %q; want 0, %s", tc.Name, tc.Replicas, tc.Reason, flotillav1.TargetReasonKeptAtZero)
+			}
+		}
+		return nil
+	}
+}
