@@ -420,11 +420,13 @@ type MyAppStatus struct {
 	Clusters []ClusterAppStatus `json:"clusters,omitempty"`
 
 	// DesiredReplicas is the sum over clusters of the assigned replicas.
+	// Written also when 0, so that a MyApp scaled to zero shows 0/0.
 	// +optional
-	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
-	// ReadyReplicas is the sum of the members' ready replicas.
+	DesiredReplicas int32 `json:"desiredReplicas"`
+	// ReadyReplicas is the sum of the members' ready replicas (written also
+	// when 0).
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas"`
 	// AvailableReplicas is the sum of the members' available replicas.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
