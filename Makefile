@@ -111,12 +111,13 @@ e2e: testbed-bin ## Run the e2e suite (test/e2e-multikind) against the local tes
 # Runs per figure of the end-to-end latency report (at least 30).
 BENCH_RUNS ?= 30
 BENCH_FAILOVER_RUNS ?= 30
+BENCH_ZERO_RUNS ?= 30
 
 .PHONY: bench
 bench: testbed-bin ## Benchmarks: scheduler and sync fan-out (go test -bench), then the end-to-end latency report on the testbed.
 	$(GO) test -run '^$$' -bench BenchmarkSchedule -benchtime 300ms -benchmem ./pkg/placement/
 	$(GO) test -run '^$$' -bench BenchmarkFanout -benchtime 5x -benchmem ./pkg/sync/
-	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -out _output/bench.md
+	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -zero-runs $(BENCH_ZERO_RUNS) -out _output/bench.md
 	$(GO) run ./test/bench/rollout -runs 5 -min-success 2s
 
 ##@ Testbed

@@ -12,6 +12,9 @@
 //     Deployment template has it;
 //   - failover: a member's control plane stopped until its replicas are
 //     ready in the other members;
+//   - scale to zero: a Divided MyApp scaled to 0 until its member
+//     Deployments are at 0 and its status Ready (ScaledToZero), and back
+//     until the same Deployments are ready again;
 //   - the floor: the same Deployments created directly in the members,
 //     measured the same way in the same runs.
 //
@@ -23,7 +26,8 @@
 //
 // main.go holds the flags and the order of the phases; each phase has a
 // file of its own: propagation.go (with the status and spec-change
-// figures, which the same runs time), floor.go and failover.go. members.go
+// figures, which the same runs time), floor.go, failover.go and zero.go
+// (-zero-runs=0 skips it; -runs=0 -failover-runs=0 runs it alone). members.go
 // prepares the members and watches their control planes, observe.go holds
 // the watches that time things, and report.go the figures and the report.
 package main
@@ -68,6 +72,7 @@ const replicasPerMember = 3
 type options struct {
 	runs         int
 	failoverRuns int
+	zeroRuns     int
 	members      int
 	out          string
 	dir          string
@@ -81,8 +86,9 @@ type options struct {
 
 func main() {
 	var o options
-	flag.IntVar(&o.runs, "runs", 30, "counted runs of the propagation, status, spec-change and floor figures (one warm-up run more)")
+	flag.IntVar(&o.runs, "runs", 30, "counted runs of the propagation, status, spec-change and floor figures (one warm-up run more; 0 skips them)")
 	flag.IntVar(&o.failoverRuns, "failover-runs", 30, "counted failover runs (one warm-up run more; 0 skips failover)")
+	flag.IntVar(&o.zeroRuns, "zero-runs", 30, "counted scale to zero and back runs (one warm-up run more; 0 skips them)")
 	flag.IntVar(&o.members, "members", 3, "member clusters (testbed.DefaultMembers)")
 	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
 	flag.StringVar(&o.dir, "dir", "", "folder for the clusters, binaries and logs (default: a temporary folder, removed after a clean run)")
@@ -93,8 +99,8 @@ func main() {
 	flag.Float64Var(&o.quietLoad, "quiet-load", 1.5, "before each phase, wait until the 1-minute load average is below this (0: do not wait)")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "the longest wait for -quiet-load before a phase starts anyway")
 	flag.Parse()
-	if o.runs < 1 || o.failoverRuns < 0 || o.members < 2 {
-		fmt.Fprintln(os.Stderr, "bench: -runs must be at least 1, -failover-runs at least 0 and -members at least 2")
+	if o.runs < 0 || o.failoverRuns < 0 || o.zeroRuns < 0 || o.members < 2 {
+		fmt.Fprintln(os.Stderr, "bench: -runs, -failover-runs and -zero-runs must be at least 0 and -members at least 2")
 		os.Exit(2)
 	}
 
@@ -124,6 +130,8 @@ type bench struct {
 	worksSeen, worksWritten, beforeWrite, workToDeploy, lastWorkToLastDeploy, queueWait, sendLatency series
 	// How many Works-written observations each counted run had.
 	writesPerRun map[int]int
+	// Scale to zero and back.
+	zeroDown, zeroDownStatus, zeroUp, zeroUpStatus series
 	// Where failover's time goes.
 	fStopCall, fDisconnected, fTaint, fNotReady, fWorks, fReady, fFailback series
 	// Members leaving Ready during the propagation runs.
@@ -201,7 +209,13 @@ func run(ctx context.Context, o options) (err error) {
 	if err := b.prepare(ctx); err != nil {
 		return err
 	}
-	runErr := b.propagation(ctx)
+	var runErr error
+	if o.runs > 0 {
+		runErr = b.propagation(ctx)
+	}
+	if runErr == nil && o.zeroRuns > 0 {
+		runErr = b.zero(ctx)
+	}
 	if runErr == nil && o.failoverRuns > 0 {
 		runErr = b.failover(ctx)
 	}
@@ -228,6 +242,11 @@ func (b *bench) names() {
 	b.failNet.name = fmt.Sprintf("failover minus heartbeat grace (%s) and toleration (%d s)", b.opts.grace, b.opts.toleration)
 	b.direct.name = fmt.Sprintf("floor: %d Deployments created directly (parallel) -> exist in all %d members", n, n)
 	b.directReady.name = fmt.Sprintf("floor: created directly -> %d/%d ready in all %d members", replicasPerMember, replicasPerMember, n)
+
+	b.zeroDown.name = fmt.Sprintf("scale to zero: replicas %d -> 0 on the hub -> the same Deployments at 0 in all %d members", replicasPerMember*n, n)
+	b.zeroDownStatus.name = "scale to zero: replicas -> 0 on the hub -> MyApp Ready (ScaledToZero, 0/0)"
+	b.zeroUp.name = fmt.Sprintf("scale from zero: replicas 0 -> %d on the hub -> the same Deployments %d/%d ready in all %d members", replicasPerMember*n, replicasPerMember, replicasPerMember, n)
+	b.zeroUpStatus.name = fmt.Sprintf("scale from zero: replicas 0 -> %d on the hub -> MyApp Ready", replicasPerMember*n)
 
 	b.worksSeen.name = fmt.Sprintf("MyApp created -> all %d Works seen on the hub (hub watch)", n)
 	b.worksWritten.name = "hub: MyApp reconcile start -> its Works written (flotilla_myapp_works_written_seconds)"

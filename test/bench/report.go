@@ -243,6 +243,10 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 		}
 		fmt.Fprintf(&s, "\nWorks-written observations per run (a reconcile that wrote Works): %s.\n", strings.Join(parts, ", "))
 	}
+	if len(b.zeroDown.samples) > 0 {
+		fmt.Fprintf(&s, "\n### Scale to zero and back\n\nOne Divided MyApp, static weights 1:...:1 of %d, scaled to 0 and back on each run; its member Deployments stay the same objects.\n\n", replicasPerMember*n)
+		s.WriteString(table([]*series{&b.zeroDown, &b.zeroDownStatus, &b.zeroUp, &b.zeroUpStatus}))
+	}
 	if len(b.failRaw.samples) > 0 {
 		s.WriteString("\n### Where failover's time goes\n\n")
 		s.WriteString("The first four rows after the call add up to the raw failover time.\n\n")
