@@ -135,6 +135,32 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
+	mgr, err := newManager(opts, scheme)
+	if err != nil {
+		return nil, err
+	}
+	hub, mcReconciler, err := setupControllers(mgr, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := setupWebhook(ctx, mgr, opts, scheme); err != nil {
+		return nil, err
+	}
+	if err := setupSync(ctx, mgr, opts, hub, mcReconciler); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return hub, nil
+}
+
+// newManager creates the hub's leader-elected manager, with the webhook
+// server when opts ask for one.
+func newManager(opts Options, scheme *runtime.Scheme) (ctrl.Manager, error) {
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        opts.Logger,
@@ -165,17 +191,23 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the hub manager: %w", err)
 	}
+	return mgr, nil
+}
+
+// setupControllers adds the status writer, the MyApp controller and the
+// MemberCluster health controller to mgr.
+func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reconciler, error) {
 	tracker := membercluster.NewTracker(5 * time.Second)
 	statusWriter := &syncbridge.StatusWriter{Client: mgr.GetClient(), Reader: mgr.GetCache()}
 	if err := mgr.Add(statusWriter); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hub := &Hub{Manager: mgr, Tracker: tracker, StatusWriter: statusWriter}
 	if err := (&myapp.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("flotilla-hub"),
 	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the MyApp controller: %w", err)
+		return nil, nil, fmt.Errorf("setting up the MyApp controller: %w", err)
 	}
 	mcReconciler := &membercluster.Reconciler{
 		Client:                 mgr.GetClient(),
@@ -188,70 +220,74 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		Namespace:              hubNamespace(opts),
 	}
 	if err := mcReconciler.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the MemberCluster controller: %w", err)
+		return nil, nil, fmt.Errorf("setting up the MemberCluster controller: %w", err)
 	}
-	if opts.WebhookAddr != "" {
-		if err := (&hubwebhook.MyAppWebhook{Reader: mgr.GetCache()}).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up the MyApp webhook: %w", err)
-		}
-		if opts.RegisterWebhookURL != "" {
-			caBundle, err := os.ReadFile(filepath.Join(opts.CertDir, pki.CACertFile))
-			if err != nil {
-				return nil, fmt.Errorf("reading the webhook CA bundle: %w", err)
-			}
-			c, err := client.New(opts.Config, client.Options{Scheme: scheme})
-			if err != nil {
-				return nil, err
-			}
-			if err := hubwebhook.Register(ctx, c, opts.RegisterWebhookURL, caBundle); err != nil {
-				return nil, err
-			}
-		}
-	}
+	return hub, mcReconciler, nil
+}
 
-	if opts.SyncAddr != "" {
-		registerer := opts.Registerer
-		if registerer == nil {
-			registerer = ctrlmetrics.Registry
-		}
-		source, err := syncbridge.NewWorkSource(ctx, mgr.GetCache())
-		if err != nil {
-			return nil, err
-		}
-		tlsCfg, err := pki.ServerTLSConfig(filepath.Join(opts.CertDir, pki.HubCertFile), filepath.Join(opts.CertDir, pki.HubKeyFile), filepath.Join(opts.CertDir, pki.CACertFile))
-		if err != nil {
-			return nil, fmt.Errorf("loading the sync server's certificates from %s: %w", opts.CertDir, err)
-		}
-		srv, err := syncserver.New(syncserver.Config{
-			Works:      source,
-			Clusters:   syncbridge.Registry{Reader: mgr.GetCache()},
-			Status:     statusWriter,
-			Agents:     tracker,
-			TLS:        tlsCfg,
-			Registerer: registerer,
-			Logger:     opts.Logger,
-		})
-		if err != nil {
-			return nil, err
-		}
-		source.Notify(srv.WorkChanged)
-		hub.Sync = srv
-		mcReconciler.Prunes = srv
-		fleet := func(ctx context.Context) (string, error) {
-			return ensureFleetID(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
-		}
-		if err := mgr.Add(&syncRunnable{srv: srv, addr: opts.SyncAddr, onListening: opts.OnSyncListening, fleetID: fleet, log: opts.Logger}); err != nil {
-			return nil, err
-		}
+// setupWebhook serves the MyApp webhook and, for a hub run as a local
+// process, registers its own webhook configurations.
+func setupWebhook(ctx context.Context, mgr ctrl.Manager, opts Options, scheme *runtime.Scheme) error {
+	if opts.WebhookAddr == "" {
+		return nil
 	}
+	if err := (&hubwebhook.MyAppWebhook{Reader: mgr.GetCache()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the MyApp webhook: %w", err)
+	}
+	if opts.RegisterWebhookURL == "" {
+		return nil
+	}
+	caBundle, err := os.ReadFile(filepath.Join(opts.CertDir, pki.CACertFile))
+	if err != nil {
+		return fmt.Errorf("reading the webhook CA bundle: %w", err)
+	}
+	c, err := client.New(opts.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	return hubwebhook.Register(ctx, c, opts.RegisterWebhookURL, caBundle)
+}
 
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
+// setupSync serves the agents' sync stream on the leader, with the
+// fleet identity and the MemberCluster controller's prune confirmations.
+func setupSync(ctx context.Context, mgr ctrl.Manager, opts Options, hub *Hub, mcReconciler *membercluster.Reconciler) error {
+	if opts.SyncAddr == "" {
+		return nil
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
+	registerer := opts.Registerer
+	if registerer == nil {
+		registerer = ctrlmetrics.Registry
 	}
-	return hub, nil
+	source, err := syncbridge.NewWorkSource(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := pki.ServerTLSConfig(filepath.Join(opts.CertDir, pki.HubCertFile), filepath.Join(opts.CertDir, pki.HubKeyFile), filepath.Join(opts.CertDir, pki.CACertFile))
+	if err != nil {
+		return fmt.Errorf("loading the sync server's certificates from %s: %w", opts.CertDir, err)
+	}
+	srv, err := syncserver.New(syncserver.Config{
+		Works:      source,
+		Clusters:   syncbridge.Registry{Reader: mgr.GetCache()},
+		Status:     hub.StatusWriter,
+		Agents:     hub.Tracker,
+		TLS:        tlsCfg,
+		Registerer: registerer,
+		Logger:     opts.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	source.Notify(srv.WorkChanged)
+	hub.Sync = srv
+	mcReconciler.Prunes = srv
+	fleet := func(ctx context.Context) (string, error) {
+		return ensureFleetID(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
+	}
+	if err := mgr.Add(&syncRunnable{srv: srv, addr: opts.SyncAddr, onListening: opts.OnSyncListening, fleetID: fleet, log: opts.Logger}); err != nil {
+		return err
+	}
+	return nil
 }
 
 // syncRunnable serves the sync server on the leader only: Works and status
