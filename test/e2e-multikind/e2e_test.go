@@ -79,6 +79,9 @@ func TestScaleToZero(t *testing.T) { ScaleToZeroSpec(t, input(t, "zero")) }
 func TestScaleToZeroDuplicated(t *testing.T) {
 	ScaleToZeroDuplicatedSpec(t, input(t, "zero-dup"))
 }
+func TestScaleToZeroDynamicWeights(t *testing.T) {
+	ScaleToZeroDynamicSpec(t, input(t, "zero-dyn"))
+}
 func TestScaleUpAndDown(t *testing.T)          { ScaleSpec(t, input(t, "scale")) }
 func TestImageRollout(t *testing.T)            { ImageRolloutSpec(t, input(t, "image")) }
 func TestPerClusterOverride(t *testing.T)      { OverrideSpec(t, input(t, "override")) }

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -17,10 +19,12 @@ import (
 
 // ScaleToZeroInput is what scaleToZeroAndBack needs beyond the SpecInput:
 // the placement and the replica count the app runs at, and what each
-// member runs then.
+// member runs then (nil: what status.placement says once it places every
+// replica, and after scaling back only members it ran in before).
 type ScaleToZeroInput struct {
 	SpecInput
 	Placement flotillav1.Placement
+	Template  *flotillav1.PodTemplate
 	Replicas  int32
 	Running   map[string]int32
 }
@@ -43,10 +47,63 @@ func ScaleToZeroDuplicatedSpec(t *testing.T, in SpecInput) {
 	scaleToZeroAndBack(t, ScaleToZeroInput{SpecInput: in, Placement: duplicated(), Replicas: 2, Running: each(in.Members, 2)})
 }
 
+// ScaleToZeroDynamicSpec: the same for 6 replicas Divided by dynamic
+// weights (spare capacity): the members it ran in keep their Deployments at
+// 0, and scaling back places the 6 replicas in those members again, on the
+// same Deployments.
+func ScaleToZeroDynamicSpec(t *testing.T, in SpecInput) {
+	scaleToZeroAndBack(t, ScaleToZeroInput{SpecInput: in, Replicas: 6,
+		Placement: flotillav1.Placement{ReplicaScheduling: &flotillav1.ReplicaSchedulingStrategy{
+			ReplicaSchedulingType:     flotillav1.ReplicaSchedulingDivided,
+			ReplicaDivisionPreference: flotillav1.ReplicaDivisionWeighted,
+			WeightPreference:          &flotillav1.ClusterPreferences{DynamicWeight: flotillav1.DynamicWeightAvailableReplicas},
+		}},
+		Template: &flotillav1.PodTemplate{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		}},
+	})
+}
+
+// placedAll waits until status.placement places every replica and returns
+// the members with replicas.
+func placedAll(t *testing.T, in SpecInput, name string, replicas int32) map[string]int32 {
+	t.Helper()
+	var running map[string]int32
+	eventually(t, fmt.Sprintf("status.placement placing %d replicas", replicas), convergeTimeout, func() error {
+		app, err := getMyApp(context.Background(), in, name)
+		if err != nil {
+			return err
+		}
+		if app.Status.Placement == nil || app.Status.Placement.ScheduledGeneration != app.Generation {
+			return fmt.Errorf("no placement for generation %d yet", app.Generation)
+		}
+		running = map[string]int32{}
+		var sum int32
+		for m, n := range placementOf(app) {
+			if n > 0 {
+				running[m] = n
+				sum += n
+			}
+		}
+		if sum != replicas {
+			return fmt.Errorf("status.placement %v places %d replicas, want %d", running, sum, replicas)
+		}
+		return nil
+	})
+	return running
+}
+
 func scaleToZeroAndBack(t *testing.T, in ScaleToZeroInput) {
 	ctx := context.Background()
+	app := newMyApp(in.SpecInput, "web", in.Replicas, in.Placement)
+	app.Spec.Template = in.Template
+	createMyApp(t, in.SpecInput, app)
+	derived := in.Running == nil
+	if derived {
+		in.Running = placedAll(t, in.SpecInput, "web", in.Replicas)
+		t.Logf("placed: %v", in.Running)
+	}
 	members := sortedKeys(in.Running)
-	createMyApp(t, in.SpecInput, newMyApp(in.SpecInput, "web", in.Replicas, in.Placement))
 	eventually(t, fmt.Sprintf("Deployments running %v", in.Running), convergeTimeout, deploymentsRolledOut(in.SpecInput, "web", want(in.Running)))
 	eventually(t, fmt.Sprintf("MyApp web Ready with %v", in.Running), convergeTimeout, appReady(in.SpecInput, "web", in.Running))
 	deps, err := deploymentIDs(ctx, in.SpecInput, "web", members...)
@@ -59,7 +116,7 @@ func scaleToZeroAndBack(t *testing.T, in ScaleToZeroInput) {
 	}
 	same := func(what string) {
 		t.Helper()
-		now, err := deploymentIDs(ctx, in.SpecInput, "web", members...)
+		now, err := deploymentIDs(ctx, in.SpecInput, "web", sortedKeys(deps)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,6 +149,23 @@ func scaleToZeroAndBack(t *testing.T, in ScaleToZeroInput) {
 
 	start = time.Now()
 	updateMyApp(t, in.SpecInput, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To(in.Replicas) })
+	if derived {
+		back := placedAll(t, in.SpecInput, "web", in.Replicas)
+		for m := range back {
+			if _, kept := in.Running[m]; !kept {
+				t.Fatalf("back to %d: placed %v, in a member it did not run in before (%v)", in.Replicas, back, in.Running)
+			}
+		}
+		t.Logf("placed back: %v", back)
+		in.Running = back
+		for m := range deps {
+			if _, ok := back[m]; !ok {
+				// No replica there any more: its Work and Deployment go.
+				delete(deps, m)
+				delete(works, m)
+			}
+		}
+	}
 	eventually(t, fmt.Sprintf("back to %d: Deployments running %v", in.Replicas, in.Running), convergeTimeout, deploymentsRolledOut(in.SpecInput, "web", want(in.Running)))
 	eventually(t, fmt.Sprintf("back to %d: MyApp web Ready with %v", in.Replicas, in.Running), convergeTimeout, appReady(in.SpecInput, "web", in.Running))
 	t.Logf("scale 0 -> %d: Ready %s after the update", in.Replicas, time.Since(start).Round(time.Millisecond))
