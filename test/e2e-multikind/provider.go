@@ -42,6 +42,9 @@ type ClusterProvider interface {
 	// KillAgent kills the agent replica called name in member without a
 	// chance to release its Lease; it is started again, as a pod would be.
 	KillAgent(ctx context.Context, member, name string) error
+	// AgentReplicas names every agent replica of member, as KillAgent
+	// takes them.
+	AgentReplicas(ctx context.Context, member string) ([]string, error)
 	// RestartHub restarts the hub as a rolling update would (SIGTERM,
 	// then a new process) and returns once it was asked to stop.
 	RestartHub(ctx context.Context) error

@@ -232,6 +232,23 @@ func (p *kindProvider) KillAgent(ctx context.Context, member, name string) error
 	return m.c.Delete(ctx, pod, client.GracePeriodSeconds(0))
 }
 
+// AgentReplicas lists the member's agent pods.
+func (p *kindProvider) AgentReplicas(ctx context.Context, member string) ([]string, error) {
+	m, err := p.member(member)
+	if err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := m.c.List(ctx, &pods, client.InNamespace(systemNamespace), client.MatchingLabels{"app.kubernetes.io/name": "flotilla-agent"}); err != nil {
+		return nil, fmt.Errorf("listing the agent pods of %s: %w", member, err)
+	}
+	names := make([]string, 0, len(pods.Items))
+	for _, pod := range pods.Items {
+		names = append(names, pod.Name)
+	}
+	return names, nil
+}
+
 // RestartHub does what `kubectl rollout restart deployment/flotilla-hub`
 // does (a restartedAt annotation on the pod template) and waits for the
 // rollout to finish.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,14 +34,15 @@ type testbedProvider struct {
 
 var _ ClusterProvider = &testbedProvider{}
 
-// The testbed's settings. The hub's heartbeat grace is short so that
-// failover specs don't wait long; two agent replicas per member make the
-// agent leader failover spec possible; the webhook is served so that
-// invalid MyApps are refused as in a real install.
+// The testbed's settings. The hub and agents run with their default
+// timings (heartbeat grace, heartbeat interval, Leases, backoff), so the
+// resilience specs show that restarts evict nothing with the defaults; two
+// agent replicas per member make the agent leader failover spec possible;
+// the webhook is served so that invalid MyApps are refused as in a real
+// install.
 const (
-	testbedMembers        = 3
-	testbedAgentReplicas  = 2
-	testbedHeartbeatGrace = 3 * time.Second
+	testbedMembers       = 3
+	testbedAgentReplicas = 2
 )
 
 // startTestbed builds the hub and agent (unless $FLOTILLA_BIN has them)
@@ -83,9 +83,10 @@ func startTestbed(ctx context.Context, artifacts string) (_ *testbedProvider, er
 		CRDDir:         filepath.Join(root, "deploy", "hub", "crds"),
 		Members:        testbed.DefaultMembers(testbedMembers),
 		AgentReplicas:  testbedAgentReplicas,
-		HeartbeatGrace: testbedHeartbeatGrace,
-		Webhook:        true,
-		Progress:       os.Stderr,
+		// The agents' own default heartbeat interval.
+		HeartbeatInterval: -1,
+		Webhook:           true,
+		Progress:          os.Stderr,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the testbed fleet (control-plane binaries from %s; `make testbed-bin` builds them): %w", testbed.DefaultBinDir(), err)
@@ -118,6 +119,15 @@ func (p *testbedProvider) AgentLeader(_ context.Context, member string) (string,
 func (p *testbedProvider) KillAgent(_ context.Context, _, name string) error {
 	return p.fleet.KillAgent(name)
 }
+
+// AgentReplicas names the member's agent processes (agent-<member>-<i>).
+func (p *testbedProvider) AgentReplicas(_ context.Context, member string) ([]string, error) {
+	return p.fleet.AgentReplicas(member), nil
+}
+
+// HubMetrics is the hub process's /metrics text ("" when it does not
+// answer).
+func (p *testbedProvider) HubMetrics() string { return fleet.Scrape(p.fleet.HubMetricsAddr()) }
 
 // RestartHub sends the hub SIGTERM and waits for it to exit; its
 // supervisor starts it again a second later.

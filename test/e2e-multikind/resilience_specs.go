@@ -22,27 +22,21 @@ import (
 	"github.com/flotilla-dev/flotilla/test/fleet"
 )
 
-// patientFailover tolerates an unreachable cluster for two minutes: specs
-// that disturb the hub or an agent, not a cluster, use it so that a
-// member briefly missing heartbeats (the testbed's hub grace is 3s) does
-// not turn into a failover that would move the very Deployments they watch.
-func patientFailover() *flotillav1.FailoverPolicy {
-	return &flotillav1.FailoverPolicy{ClusterUnreachable: &flotillav1.ClusterFailover{TolerationSeconds: ptr.To[int32](120)}}
-}
-
 // AgentLeaderFailoverSpec: with two agent replicas in a member, killing
 // the leader (no chance to release its Lease) hands the Lease to a new
 // agent process, which holds the stream to the hub again: a scale on the
 // hub reaches the member, and the member's Deployment is the same object
-// throughout (neither deleted nor recreated by the handover).
+// throughout (neither deleted nor recreated by the handover). With the
+// default timings and failover policy the handover fits in the hub's
+// heartbeat grace: no member turns not Ready, nothing is evicted.
 func AgentLeaderFailoverSpec(t *testing.T, in SpecInput) {
 	ctx := context.Background()
 	member := in.Members[0]
 	mcClient := in.Provider.Member(member)
 	app := newMyApp(in, "web", 2, duplicated())
-	app.Spec.Failover = patientFailover()
 	createMyApp(t, in, app)
 	eventually(t, "Deployment web with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(each(in.Members, 2))))
+	eventually(t, "MyApp web Ready", convergeTimeout, appReady(in, "web", each(in.Members, 2)))
 
 	var leader string
 	eventually(t, "an agent of "+member+" leading and holding the stream to the hub", convergeTimeout, func() error {
@@ -61,6 +55,8 @@ func AgentLeaderFailoverSpec(t *testing.T, in SpecInput) {
 		t.Fatal(err)
 	}
 
+	health := recordMemberHealth(t, in)
+	placements := recordPlacements(t, in, "web")
 	if err := in.Provider.KillAgent(ctx, member, leader); err != nil {
 		t.Fatalf("killing agent %s: %v", leader, err)
 	}
@@ -87,6 +83,9 @@ func AgentLeaderFailoverSpec(t *testing.T, in SpecInput) {
 	// the same name and may win the expired Lease as well as the standby;
 	// either way a new process leads.
 	t.Logf("%s's agent %s leads now", member, next)
+	// Past the grace period and the toleration the hub would have acted.
+	consistently(t, "every member Ready and untainted", 10*time.Second, func() error { return membersReady(ctx, in) })
+	noEviction(t, "killing "+member+"'s leading agent", health, placements)
 
 	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](3) })
 	eventually(t, "the scale to 3 reaching every member (through "+member+"'s new leader)", convergeTimeout, deploymentsRolledOut(in, "web", want(each(in.Members, 3))))
@@ -120,11 +119,13 @@ func agentConnected(ctx context.Context, in SpecInput, member, instance string) 
 // rolling update does) recreates nothing and rewrites nothing: every
 // member's Deployment and every Work keep their UID and generation while a
 // new hub process takes the lead and the members reconnect to it, and the
-// new hub then carries a scale to every member.
+// new hub then carries a scale to every member. With the default timings
+// and failover policy no member turns not Ready and nothing is evicted:
+// the new hub counts the grace from when it leads, and agents reconnect
+// within their 5s backoff cap.
 func HubRestartSpec(t *testing.T, in SpecInput) {
 	ctx := context.Background()
 	app := newMyApp(in, "web", 2, duplicated())
-	app.Spec.Failover = patientFailover()
 	createMyApp(t, in, app)
 	w := each(in.Members, 2)
 	eventually(t, "Deployment web with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(w)))
@@ -142,6 +143,8 @@ func HubRestartSpec(t *testing.T, in SpecInput) {
 		t.Fatal(err)
 	}
 
+	health := recordMemberHealth(t, in)
+	placements := recordPlacements(t, in, "web")
 	if err := in.Provider.RestartHub(ctx); err != nil {
 		t.Fatalf("restarting the hub: %v", err)
 	}
@@ -175,6 +178,7 @@ func HubRestartSpec(t *testing.T, in SpecInput) {
 		return nil
 	}
 	consistently(t, "every member Deployment and Work unchanged (same UID and generation) after the hub restart", 10*time.Second, unchanged)
+	noEviction(t, "restarting the hub", health, placements)
 
 	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](3) })
 	eventually(t, "the new hub carrying a scale to 3 to every member", convergeTimeout, deploymentsRolledOut(in, "web", want(each(in.Members, 3))))
@@ -439,7 +443,9 @@ func recordPlacements(t *testing.T, in SpecInput, name string) *placementRecorde
 			}
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Error {
-					r.fail(fmt.Errorf("watching MyApp %s: %v", name, apierrors.FromObject(ev.Object)))
+					if ctx.Err() == nil {
+						r.fail(fmt.Errorf("watching MyApp %s: %v", name, apierrors.FromObject(ev.Object)))
+					}
 					w.Stop()
 					return
 				}

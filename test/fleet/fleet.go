@@ -45,7 +45,8 @@ type Config struct {
 	AgentReplicas int
 	// HeartbeatGrace is the hub's --heartbeat-grace (default: the hub's).
 	HeartbeatGrace time.Duration
-	// HeartbeatInterval is the agents' --heartbeat-interval (default 1s).
+	// HeartbeatInterval is the agents' --heartbeat-interval (default 1s;
+	// negative: the agent's own default).
 	HeartbeatInterval time.Duration
 	// Webhook serves and registers the hub's admission webhook.
 	Webhook bool
@@ -285,8 +286,10 @@ func (f *Fleet) startAgent(member string, i int) error {
 		"--leader-election-namespace", "flotilla-system",
 		"--metrics-bind-address", metrics,
 		"--health-probe-bind-address", probe,
-		"--heartbeat-interval", f.cfg.HeartbeatInterval.String(),
 		"--resource-summary-interval", "2s",
+	}
+	if f.cfg.HeartbeatInterval > 0 {
+		args = append(args, "--heartbeat-interval", f.cfg.HeartbeatInterval.String())
 	}
 	s, err := Supervise(name, filepath.Join(f.cfg.FlotillaBinDir, "agent"), args, []string{"POD_NAME=" + name}, f.logPath(name))
 	if err != nil {
@@ -390,6 +393,17 @@ func (f *Fleet) AgentLeader(member string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no agent of %s leads", member)
+}
+
+// AgentReplicas names member's agent replicas.
+func (f *Fleet) AgentReplicas(member string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	names := make([]string, 0, len(f.agents[member]))
+	for _, a := range f.agents[member] {
+		names = append(names, a.Name)
+	}
+	return names
 }
 
 // KillAgent SIGKILLs the agent replica called name; its supervisor starts

@@ -1,0 +1,13 @@
+//go:build e2e
+
+package e2e
+
+import "testing"
+
+// Specs of the default timings and the partition brake (docs/architecture.md,
+// timing budget). They run after e2e_test.go's; the ones that stop
+// members come last.
+
+func TestAgentRestart(t *testing.T)   { AgentRestartSpec(t, input(t, "agent-restart")) }
+func TestPartitionBrake(t *testing.T) { PartitionBrakeSpec(t, input(t, "brake")) }
+func TestMemberLoss(t *testing.T)     { MemberLossSpec(t, input(t, "member-loss")) }
