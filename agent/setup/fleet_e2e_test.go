@@ -50,6 +50,12 @@ func (h *testHub) GetWork(_, name string) (*flotillav1.Work, error) {
 	defer h.mu.Unlock()
 	return h.works[name], nil
 }
+
+// DeletionIntent implements WorkSource: this hub sees no deletions (its
+// Works only ever differ between hubs), so a Work it lacks is left to the
+// snapshot's prune.
+func (h *testHub) DeletionIntent(string, string) (string, bool) { return "", false }
+
 func (h *testHub) ClusterKnown(context.Context, string) (bool, error)                 { return true, nil }
 func (h *testHub) AgentConnected(string, syncserver.AgentInfo)                        {}
 func (h *testHub) AgentHeartbeat(string, syncserver.Heartbeat)                        {}

@@ -162,6 +162,26 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
+// Orphan implements Applier: Work name vanished from the hub without a
+// deletion intent. The Store stops reconciling and reporting it at once,
+// and the applier drops its applied-set record (apply.Applier.Forget), so
+// its objects keep running and no prune can touch them. Until that
+// succeeds the Work stays held, so that the hub, after a reconnect, still
+// sees it and orphans it again rather than leaving it to a prune.
+func (s *Store) Orphan(ctx context.Context, name string) error {
+	if e := s.get(name); e != nil {
+		e.mu.Lock()
+		e.work = nil
+		e.mu.Unlock()
+	}
+	if err := s.applier.Forget(ctx, name); err != nil {
+		return fmt.Errorf("orphaning Work %s: %w", name, err)
+	}
+	s.forget(name)
+	log.FromContext(ctx).Info("orphaned Work: the hub lost it without meaning to delete it; its objects keep running, unrecorded", "work", name)
+	return nil
+}
+
 // forget drops Work name and waits for a reconcile of it in flight, which
 // then finds nothing to do.
 func (s *Store) forget(name string) {

@@ -43,6 +43,15 @@ const (
 	// removes the annotation once used; its flag --accept-fleet-id does
 	// the same for as long as it is set.
 	AnnotationAcceptFleetID = "flotilla.dev/accept-fleet-id"
+	// AnnotationDeletionIntent, on a Work, says the hub means to delete
+	// it and why (DeletionIntentMyAppDeleted, DeletionIntentDescheduled).
+	// The MyApp controller sets it right before it deletes a Work. Only
+	// the deletion of a Work that carries it makes the agent delete the
+	// member objects; a Work that vanishes without it (its CRD or
+	// namespace deleted, a hand kubectl delete work, the hub uninstalled)
+	// orphans them instead: the agent forgets the Work and the objects
+	// keep running.
+	AnnotationDeletionIntent = "flotilla.dev/deletion-intent"
 	// FleetConfigMapName is the ConfigMap the hub creates once in its own
 	// namespace; its UID is the fleet id. A hub restored from a backup or
 	// installed again creates a new one, and so has a new fleet id.
@@ -117,3 +126,13 @@ func WorkLabelValue(name string) string {
 	// A label value must end with an alphanumeric character; the hash does.
 	return prefix + "-" + hex.EncodeToString(sum[:])[:10]
 }
+
+// Values of AnnotationDeletionIntent: why the hub deletes a Work.
+const (
+	// DeletionIntentMyAppDeleted: the Work's MyApp was deleted (or is
+	// gone and its Works are cleaned up).
+	DeletionIntentMyAppDeleted = "MyAppDeleted"
+	// DeletionIntentDescheduled: the scheduler no longer places the MyApp
+	// on the Work's cluster (moved away, evicted, the placement changed).
+	DeletionIntentDescheduled = "Descheduled"
+)

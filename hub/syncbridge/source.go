@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -21,6 +23,9 @@ type WorkSource struct {
 	informer cache.Informer
 	// notify is the server's WorkChanged, set once the server exists.
 	notify atomic.Pointer[func(cluster, name string)]
+	// intents remembers, for Works that vanished, whether they carried
+	// the deletion-intent annotation.
+	intents intents
 }
 
 var _ syncserver.WorkSource = (*WorkSource)(nil)
@@ -32,21 +37,32 @@ func NewWorkSource(ctx context.Context, c cache.Cache) (*WorkSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("getting the Work informer: %w", err)
 	}
-	s := &WorkSource{cache: c, informer: inf}
-	changed := func(obj any) {
+	s := &WorkSource{cache: c, informer: inf, intents: intents{entries: make(map[string]intent)}}
+	changed := func(obj any, deleted bool) {
 		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			// The informer missed the deletion and gives the last state it
+			// saw: its annotations decide, so a mark it never saw counts
+			// as none (and the Work is orphaned, the safe way to err).
 			obj = d.Obj
 		}
 		w, ok := obj.(*flotillav1.Work)
 		if !ok || !strings.HasPrefix(w.Namespace, flotillav1.ClusterNamespacePrefix) {
 			return
 		}
+		// The intent is recorded before the server hears of the change,
+		// since that is when it asks.
+		key := w.Namespace + "/" + w.Name
+		if deleted || !w.DeletionTimestamp.IsZero() {
+			s.intents.record(key, w.Annotations[flotillav1.AnnotationDeletionIntent], time.Now())
+		} else {
+			s.intents.forget(key)
+		}
 		if f := s.notify.Load(); f != nil {
 			(*f)(strings.TrimPrefix(w.Namespace, flotillav1.ClusterNamespacePrefix), w.Name)
 		}
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: changed,
+		AddFunc: func(obj any) { changed(obj, false) },
 		UpdateFunc: func(oldObj, newObj any) {
 			// Status writes from agents' own reports need not go back to
 			// them: only spec (generation) and deletion changes do.
@@ -55,9 +71,9 @@ func NewWorkSource(ctx context.Context, c cache.Cache) (*WorkSource, error) {
 			if ok1 && ok2 && o.Generation == n.Generation && o.DeletionTimestamp.Equal(n.DeletionTimestamp) {
 				return
 			}
-			changed(newObj)
+			changed(newObj, false)
 		},
-		DeleteFunc: changed,
+		DeleteFunc: func(obj any) { changed(obj, true) },
 	}); err != nil {
 		return nil, fmt.Errorf("watching Works: %w", err)
 	}
@@ -101,6 +117,76 @@ func (s *WorkSource) GetWork(cluster, name string) (*flotillav1.Work, error) {
 		return nil, nil
 	}
 	return w, nil
+}
+
+// DeletionIntent implements WorkSource.
+func (s *WorkSource) DeletionIntent(cluster, name string) (reason string, known bool) {
+	return s.intents.get(flotillav1.ClusterNamespace(cluster)+"/"+name, time.Now())
+}
+
+// Bounds on what intents remembers. A Work's vanishing is asked about right
+// after it (the server's queue sends it within seconds) or in the snapshot
+// of an agent that was away; an agent away for longer than intentTTL, or a
+// vanishing the hub did not see (it was down), is left to the snapshot's
+// prune and the agent's deletion brake. When maxIntents Works vanished
+// within intentTTL, further vanishings are not remembered: unknown, they
+// are orphaned, never deleted.
+const (
+	intentTTL  = 24 * time.Hour
+	maxIntents = 100_000
+)
+
+// intent is what a Work carried when it vanished.
+type intent struct {
+	reason string
+	at     time.Time
+}
+
+// intents maps "namespace/name" of vanished Works to their intent.
+type intents struct {
+	mu        sync.Mutex
+	entries   map[string]intent
+	lastSweep time.Time
+}
+
+func (in *intents) record(key, reason string, now time.Time) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if _, ok := in.entries[key]; !ok && len(in.entries) >= maxIntents {
+		in.sweepLocked(now)
+		if len(in.entries) >= maxIntents {
+			return
+		}
+	}
+	in.entries[key] = intent{reason: reason, at: now}
+	if now.Sub(in.lastSweep) > time.Minute {
+		in.sweepLocked(now)
+	}
+}
+
+func (in *intents) forget(key string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.entries, key)
+}
+
+func (in *intents) get(key string, now time.Time) (string, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	e, ok := in.entries[key]
+	if !ok || now.Sub(e.at) > intentTTL {
+		return "", false
+	}
+	return e.reason, true
+}
+
+func (in *intents) sweepLocked(now time.Time) {
+	in.lastSweep = now
+	for k, e := range in.entries {
+		if now.Sub(e.at) > intentTTL {
+			delete(in.entries, k)
+		}
+	}
 }
 
 // Registry answers ClusterKnown from the MemberCluster cache.

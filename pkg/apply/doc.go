@@ -69,6 +69,20 @@
 //     nothing and returns a *PruneBlockedError until it is called
 //     confirmed. Deletions of one Work at a time are not braked.
 //
+// # Orphaning
+//
+// Forget drops one Work's record (its ConfigMap) and deletes nothing else.
+// The agent calls it when the hub lost a Work without meaning to delete it
+// (WorkOrphan: the Work CRD or namespace deleted, a hand kubectl delete
+// work). The objects keep running with Flotilla's labels, annotation and
+// field ownership, but since Delete and Prune act only on recorded
+// objects, nothing can delete them any more: a later Prune, even
+// confirmed, leaves them alone, and so does an agent restart. Applying a
+// Work of the same name adopts them again (they carry its label, so Apply
+// may write them) and records them anew; removing them otherwise is a
+// person's job. A Forget that fails leaves the record, and the Work
+// applied, and is to be retried.
+//
 // # Reads and writes
 //
 // An Applier reads through a client.Reader and writes through a

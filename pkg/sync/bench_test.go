@@ -118,6 +118,10 @@ func (a *benchApplier) Delete(_ context.Context, name string) error {
 	return nil
 }
 
+func (a *benchApplier) Orphan(_ context.Context, name string) error {
+	return a.Delete(context.Background(), name)
+}
+
 func (a *benchApplier) SnapshotComplete(context.Context, []string, bool) error { return nil }
 
 // benchSink counts the Works whose status has not yet caught up with the

@@ -34,6 +34,7 @@
 //	  | <-- SnapshotComplete{names} ---------- |  "keep exactly these": the agent prunes
 //	  | -- SnapshotPruned or PruneBlocked ---> |  how the prune went
 //	  | <-- WorkUpsert / WorkDelete ...  ----- |  then every change
+//	  | <-- WorkOrphan ... ------------------- |  a Work lost without intent
 //	  | <-- PruneConfirm{epoch} -------------- |  when an admin confirms a held prune
 //	  | -- StatusReport / Heartbeat ... -----> |  at any time after Hello
 //
@@ -45,7 +46,8 @@
 // Work whose uid and generation match is skipped. A held Work the hub no
 // longer has is not deleted on its own: SnapshotComplete leaves it out and
 // the agent prunes it, so that every deletion that comes from a snapshot
-// passes the agent's deletion brake. The agent prunes only on
+// passes the agent's deletion brake (one the hub knows vanished without
+// its intent is orphaned first: see Deletion intent). The agent prunes only on
 // SnapshotComplete, since before it a missing Work may just not have been
 // sent yet. A hub whose Work cache has not synced sends nothing until it
 // has: an empty snapshot from a cold cache would make every agent delete
@@ -61,6 +63,39 @@
 // what it missed, and it sends the latest status of every Work again. A
 // second stream for the same cluster replaces the first, which ends with
 // ABORTED ("replaced by a newer stream").
+//
+// # Deletion intent
+//
+// The agent deletes a Work's member objects only when the hub meant it.
+// The MyApp controller marks a Work with the annotation
+// flotilla.dev/deletion-intent (why: MyAppDeleted, Descheduled) right
+// before it deletes it. The hub's Work source remembers, from the
+// informer's delete event (or the last state it knew, for a deletion it
+// missed), whether the vanished Work carried the mark
+// (WorkSource.DeletionIntent). When the server finds a held Work gone, it
+// sends WorkDelete only for a marked one. Otherwise (the Work CRD or the
+// cluster namespace deleted, a hand kubectl delete work, the hub
+// uninstalled with kubectl delete -k deploy/hub) it sends WorkOrphan{name},
+// logs, counts flotilla_sync_works_orphaned_total{cluster}, and forgets the
+// Work, so it never sends it twice. The agent forgets the Work (no
+// re-apply, no status) and drops its applied-set record without deleting
+// anything (apply.Applier.Forget): the objects keep running, labelled,
+// and no later prune or delete can reach them; a Work of the same name
+// sent later adopts them again with server-side apply. A Work whose
+// vanishing the source cannot account for is orphaned, never deleted.
+//
+// A snapshot lists only what to keep, so a held Work absent from it would
+// be pruned. The server therefore sends WorkOrphan, before
+// SnapshotComplete, for every held Work the source saw vanish without the
+// mark while the agent was away. The limit: the source remembers
+// vanishings in memory only, for 24 hours and at most 100,000 of them. A
+// Work that vanished while the hub was down (or longer ago, or whose
+// deletion a restarted hub never saw) is simply absent from the snapshot,
+// and the agent's prune deletes its objects, under the deletion brake: a
+// snapshot that would delete more than the brake allows (a hub
+// re-installed with an empty Work CRD) waits for an admin's confirmation,
+// but a small one (say one Work of many deleted by hand while the hub was
+// down) is pruned.
 //
 // # Fleet identity
 //

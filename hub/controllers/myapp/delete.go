@@ -29,7 +29,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *flotillav1.MyApp)
 				p.remove = append(p.remove, w)
 			}
 		}
-		if _, err := r.writeWorks(ctx, p); err != nil {
+		if _, err := r.writeWorks(ctx, p, flotillav1.DeletionIntentMyAppDeleted); err != nil {
 			return reconcile.Result{}, err
 		}
 		// The Works' delete events requeue this MyApp; the poll is a
@@ -57,6 +57,6 @@ func (r *Reconciler) deleteWorks(ctx context.Context, namespace, name string) er
 			p.remove = append(p.remove, w)
 		}
 	}
-	_, err = r.writeWorks(ctx, p)
+	_, err = r.writeWorks(ctx, p, flotillav1.DeletionIntentMyAppDeleted)
 	return err
 }

@@ -2,6 +2,7 @@ package myapp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -50,7 +52,7 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 	if !controllerutil.ContainsFinalizer(base, flotillav1.MyAppFinalizer) {
 		finalizerWG.Go(func() { _, finalizerErr = r.addFinalizer(ctx, base) })
 	}
-	wrote, writeErr := r.writeWorks(ctx, d.works)
+	wrote, writeErr := r.writeWorks(ctx, d.works, flotillav1.DeletionIntentDescheduled)
 	if wrote > 0 {
 		metrics.WorksWritten.Observe(time.Since(start).Seconds())
 	}
@@ -135,8 +137,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, app *flotillav1.MyApp, sta
 }
 
 // writeWorks applies and deletes Works, all in parallel: propagation to N
-// clusters costs one round trip, not N. It returns how many it wrote.
-func (r *Reconciler) writeWorks(ctx context.Context, p plan) (int, error) {
+// clusters costs one round trip, not N. Each Work it deletes is marked
+// with why (see deleteWork). It returns how many it wrote.
+func (r *Reconciler) writeWorks(ctx context.Context, p plan, why string) (int, error) {
 	n := len(p.apply) + len(p.remove)
 	if n == 0 {
 		return 0, nil
@@ -147,14 +150,40 @@ func (r *Reconciler) writeWorks(ctx context.Context, p plan) (int, error) {
 		wg.Go(func() { errs[i] = r.applyWork(ctx, w) })
 	}
 	for i, w := range p.remove {
-		wg.Go(func() {
-			if err := r.Client.Delete(ctx, w); err != nil && !apierrors.IsNotFound(err) {
-				errs[len(p.apply)+i] = fmt.Errorf("deleting Work %s/%s: %w", w.Namespace, w.Name, err)
-			}
-		})
+		wg.Go(func() { errs[len(p.apply)+i] = r.deleteWork(ctx, w, why) })
 	}
 	wg.Wait()
 	return n, errors.Join(errs...)
+}
+
+// deleteWork deletes Work w on purpose: it first marks w with the
+// annotation flotilla.dev/deletion-intent: why, then deletes it. The sync
+// server tells the agent to delete the member objects only for a Work
+// whose deletion carried the mark; a Work that vanishes without it only
+// orphans them. A Work already gone (the patch or the delete answers
+// NotFound) is skipped.
+func (r *Reconciler) deleteWork(ctx context.Context, w *flotillav1.Work, why string) error {
+	if w.Annotations[flotillav1.AnnotationDeletionIntent] != why {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"annotations": map[string]string{flotillav1.AnnotationDeletionIntent: why},
+		}})
+		if err != nil {
+			return fmt.Errorf("marking Work %s/%s for deletion: %w", w.Namespace, w.Name, err)
+		}
+		err = r.Client.Patch(ctx, w.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("marking Work %s/%s for deletion (%s): %w", w.Namespace, w.Name, why, err)
+		}
+	}
+	// The sync side reads the mark from the Work's last state, which the
+	// informer's delete event carries; nothing removes it in between.
+	if err := r.Client.Delete(ctx, w); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Work %s/%s: %w", w.Namespace, w.Name, err)
+	}
+	return nil
 }
 
 // applyWork server-side applies w, creating its cluster namespace when the

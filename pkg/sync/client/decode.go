@@ -18,6 +18,7 @@ const (
 	kindSnapshotComplete
 	kindHubHello
 	kindPruneConfirm
+	kindOrphan
 )
 
 // hubMessage is a decoded, checked HubMessage.
@@ -25,6 +26,7 @@ type hubMessage struct {
 	kind   messageKind
 	upsert *v1alpha1.Work // kindUpsert
 	delete string         // kindDelete
+	orphan string         // kindOrphan
 	keep   []string       // kindSnapshotComplete
 	// kindHubHello: the hub's fleet id, the cluster it takes the agent
 	// for, and the stream's epoch (also kindPruneConfirm's).
@@ -58,6 +60,11 @@ func decodeHubMessage(data []byte, cluster string) (hubMessage, error) {
 			return hubMessage{}, invalid("delete: %v", err)
 		}
 		return hubMessage{kind: kindDelete, delete: k.Delete.GetName()}, nil
+	case *syncv1.HubMessage_Orphan:
+		if err := wire.ValidateWorkName(k.Orphan.GetName()); err != nil {
+			return hubMessage{}, invalid("orphan: %v", err)
+		}
+		return hubMessage{kind: kindOrphan, orphan: k.Orphan.GetName()}, nil
 	case *syncv1.HubMessage_SnapshotComplete:
 		names := k.SnapshotComplete.GetNames()
 		if len(names) > wire.MaxHeldWorks {
@@ -85,6 +92,6 @@ func decodeHubMessage(data []byte, cluster string) (hubMessage, error) {
 	case *syncv1.HubMessage_PruneConfirm:
 		return hubMessage{kind: kindPruneConfirm, epoch: k.PruneConfirm.GetEpoch()}, nil
 	default:
-		return hubMessage{}, invalid("empty hub message: exactly one of hub_hello, upsert, delete, snapshot_complete or prune_confirm must be set")
+		return hubMessage{}, invalid("empty hub message: exactly one of hub_hello, upsert, delete, orphan, snapshot_complete or prune_confirm must be set")
 	}
 }

@@ -40,6 +40,7 @@ func hubSeeds(t testing.TB) [][]byte {
 		mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_HubHello{HubHello: &syncv1.HubHello{FleetId: "f-1", ClusterName: fuzzCluster, Epoch: 9}}}),
 		mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_HubHello{HubHello: &syncv1.HubHello{ClusterName: fuzzCluster}}}),
 		mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_PruneConfirm{PruneConfirm: &syncv1.PruneConfirm{Epoch: 9}}}),
+		mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_Orphan{Orphan: &syncv1.WorkOrphan{Name: "web"}}}),
 	}
 }
 
@@ -61,6 +62,8 @@ func TestDecodeHubMessages(t *testing.T) {
 		{name: "hub hello", data: seeds[7], kind: kindHubHello},
 		{name: "hub hello without a fleet id", data: seeds[8], msg: "fleet id is empty"},
 		{name: "prune confirm", data: seeds[9], kind: kindPruneConfirm},
+		{name: "orphan", data: seeds[10], kind: kindOrphan},
+		{name: "orphan with bad name", data: mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_Orphan{Orphan: &syncv1.WorkOrphan{Name: "a/b"}}}), msg: "not valid"},
 		{name: "upsert that is not JSON", data: upsert(t, "{"), msg: "decoding work"},
 		{name: "upsert without name", data: upsert(t, `{"metadata":{"namespace":"flotilla-cluster-east"}}`), msg: "empty"},
 		{name: "delete with bad name", data: mustMarshal(t, &syncv1.HubMessage{Kind: &syncv1.HubMessage_Delete{Delete: &syncv1.WorkDelete{Name: "a/b"}}}), msg: "not valid"},
@@ -109,6 +112,10 @@ func FuzzHubMessage(f *testing.F) {
 		case kindDelete:
 			if m.delete == "" {
 				t.Fatal("accepted a delete without a name")
+			}
+		case kindOrphan:
+			if m.orphan == "" {
+				t.Fatal("accepted an orphan without a name")
 			}
 		case kindSnapshotComplete:
 			if m.keep == nil {

@@ -28,6 +28,13 @@ type Applier interface {
 	// Delete removes Work name and everything applied for it. Errors are
 	// retried like Apply's.
 	Delete(ctx context.Context, name string) error
+	// Orphan forgets Work name without deleting anything it applied: the
+	// Work vanished from the hub without the hub meaning to delete it. The
+	// applier stops applying and reporting it and drops its record of what
+	// it applied, so that no later prune or delete touches those objects;
+	// they keep running, and a Work of the same name applied later adopts
+	// them again. Errors are retried like Apply's.
+	Orphan(ctx context.Context, name string) error
 	// SnapshotComplete says the hub's snapshot is complete: keep names
 	// every Work the member should run now, and the applier removes any
 	// other Work it runs. It is the only call that prunes, because only a

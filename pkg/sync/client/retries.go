@@ -13,8 +13,9 @@ const pruneKey = "/snapshot-complete"
 
 // retry is one failed applier call, to be made again.
 type retry struct {
-	work   *v1alpha1.Work // Apply this, unless delete or prune is set.
+	work   *v1alpha1.Work // Apply this, unless delete, orphan or prune is set.
 	delete bool           // Delete the Work.
+	orphan bool           // Orphan the Work.
 	// prune calls SnapshotComplete again (pruneKey), with what the hub
 	// wants at the time of the retry.
 	prune bool

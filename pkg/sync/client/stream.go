@@ -363,6 +363,10 @@ func (c *Client) handle(ctx context.Context, st *streamState, m hubMessage) {
 		st.r.forget(m.delete)
 		delete(st.want, m.delete)
 		c.remove(ctx, st.r, m.delete)
+	case kindOrphan:
+		st.r.forget(m.orphan)
+		delete(st.want, m.orphan)
+		c.orphan(ctx, st.r, m.orphan)
 	case kindSnapshotComplete:
 		st.want = make(want, len(m.keep))
 		for _, n := range m.keep {
@@ -393,6 +397,19 @@ func (c *Client) remove(ctx context.Context, r *retries, name string) {
 		if ctx.Err() == nil {
 			c.log.Error(err, "deleting Work; will retry", "work", name)
 			r.add(name, retry{delete: true})
+		}
+	}
+}
+
+// orphan forgets Work name and keeps its objects running: it vanished
+// from the hub without a deletion intent.
+func (c *Client) orphan(ctx context.Context, r *retries, name string) {
+	c.status.forget(name)
+	c.log.Info("the hub lost Work without meaning to delete it; orphaning its objects, which keep running", "work", name)
+	if err := c.cfg.Applier.Orphan(ctx, name); err != nil {
+		if ctx.Err() == nil {
+			c.log.Error(err, "orphaning Work; will retry", "work", name)
+			r.add(name, retry{orphan: true})
 		}
 	}
 }
@@ -486,6 +503,10 @@ func (c *Client) retryDue(ctx context.Context, st *streamState) {
 			c.prune(ctx, st, st.want.names(), rt.confirmed, &rt)
 		case rt.delete:
 			if err := c.cfg.Applier.Delete(ctx, name); err != nil && ctx.Err() == nil {
+				r.again(name, rt)
+			}
+		case rt.orphan:
+			if err := c.cfg.Applier.Orphan(ctx, name); err != nil && ctx.Err() == nil {
 				r.again(name, rt)
 			}
 		default:

@@ -25,6 +25,14 @@ type WorkSource interface {
 	// GetWork returns one Work of cluster, or nil and no error when there
 	// is none (or it is being deleted).
 	GetWork(cluster, name string) (*v1alpha1.Work, error)
+	// DeletionIntent says how Work name of cluster last disappeared (was
+	// deleted, or marked for deletion): known is false when the source saw
+	// no such thing, or no longer remembers it; reason is the value of the
+	// Work's annotation flotilla.dev/deletion-intent then, empty when it
+	// had none. The source must record it before it tells the server the
+	// Work changed. The server sends WorkDelete only for a reason that is
+	// not empty, and WorkOrphan otherwise.
+	DeletionIntent(cluster, name string) (reason string, known bool)
 }
 
 // ClusterRegistry says which clusters the hub knows. The hub answers from

@@ -13,6 +13,7 @@ const (
 	msgHeartbeat        = "heartbeat"
 	msgUpsert           = "upsert"
 	msgDelete           = "delete"
+	msgOrphan           = "orphan"
 	msgSnapshotComplete = "snapshot_complete"
 	msgHubHello         = "hub_hello"
 	msgPruneConfirm     = "prune_confirm"
@@ -29,6 +30,7 @@ type metrics struct {
 	sendLatency   prometheus.Histogram
 	queueWait     prometheus.Histogram
 	streamsClosed *prometheus.CounterVec
+	orphaned      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -63,8 +65,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "flotilla_sync_streams_closed_total",
 			Help: "Sync streams that ended, by gRPC status code (including those refused before they started).",
 		}, []string{"code"}),
+		orphaned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_sync_works_orphaned_total",
+			Help: "Works that vanished from the hub without the deletion-intent annotation, whose member objects the agent was told to keep running (WorkOrphan), by cluster.",
+		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed} {
+	for _, c := range []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.orphaned} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -458,19 +459,32 @@ func (sess *session) sendSnapshot() error {
 	// agent runs (a hub restored from an old backup, the Work CRD deleted
 	// and created again) is then held until an admin confirms it, instead
 	// of arriving as a burst of single deletes, which pass the brake.
-	gone := 0
-	for name := range sess.held {
-		if !want[name] {
-			delete(sess.held, name)
-			gone++
+	//
+	// A held Work the source saw vanish without the deletion intent (while
+	// this agent was away) is orphaned first, so the prune cannot reach
+	// it. One whose vanishing the source did not see (the hub restarted
+	// since) is left to the prune and its brake: see pkg/sync's doc.
+	gone, orphaned := 0, 0
+	for _, name := range slices.Sorted(maps.Keys(sess.held)) {
+		if want[name] {
+			continue
 		}
+		if reason, known := sess.srv.cfg.Works.DeletionIntent(sess.cluster, name); known && reason == "" {
+			if err := sess.orphan(name); err != nil {
+				return err
+			}
+			orphaned++
+			continue
+		}
+		delete(sess.held, name)
+		gone++
 	}
 	msg := &syncv1.HubMessage{Kind: &syncv1.HubMessage_SnapshotComplete{SnapshotComplete: &syncv1.SnapshotComplete{Names: names}}}
 	if err := sess.send(msg, msgSnapshotComplete); err != nil {
 		return err
 	}
 	sess.snapshotSent.Store(true)
-	sess.log.Info("snapshot sent", "works", len(names), "upserts", upserts, "toPrune", gone)
+	sess.log.Info("snapshot sent", "works", len(names), "upserts", upserts, "orphaned", orphaned, "toPrune", gone)
 	return nil
 }
 
@@ -492,10 +506,16 @@ func (sess *session) sync(name string) error {
 		return status.Errorf(codes.Unavailable, "reading Work %q of cluster %q: %v", name, sess.cluster, err)
 	}
 	if w == nil {
-		if _, held := sess.held[name]; held {
+		if _, held := sess.held[name]; !held {
+			return nil
+		}
+		// Only a deletion the hub meant deletes the member objects; a
+		// Work that vanished without the mark (or whose vanishing the
+		// source cannot account for) is orphaned.
+		if reason, known := sess.srv.cfg.Works.DeletionIntent(sess.cluster, name); known && reason != "" {
 			return sess.delete(name)
 		}
-		return nil
+		return sess.orphan(name)
 	}
 	if !sess.ours(w) {
 		return nil
@@ -536,6 +556,20 @@ func (sess *session) delete(name string) error {
 		return err
 	}
 	delete(sess.held, name)
+	return nil
+}
+
+// orphan tells the agent to keep Work name's objects running and forget
+// the Work. The Work is no longer held, so it is sent once: a later change
+// of the same name either finds nothing to do or is a new Work.
+func (sess *session) orphan(name string) error {
+	msg := &syncv1.HubMessage{Kind: &syncv1.HubMessage_Orphan{Orphan: &syncv1.WorkOrphan{Name: name}}}
+	if err := sess.send(msg, msgOrphan); err != nil {
+		return err
+	}
+	delete(sess.held, name)
+	sess.srv.metrics.orphaned.WithLabelValues(sess.cluster).Inc()
+	sess.log.Info("Work vanished from the hub without a deletion intent; told the agent to orphan its objects, which keep running", "work", name)
 	return nil
 }
 

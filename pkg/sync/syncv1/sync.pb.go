@@ -675,6 +675,7 @@ type HubMessage struct {
 	//	*HubMessage_SnapshotComplete
 	//	*HubMessage_HubHello
 	//	*HubMessage_PruneConfirm
+	//	*HubMessage_Orphan
 	Kind          isHubMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -762,6 +763,15 @@ func (x *HubMessage) GetPruneConfirm() *PruneConfirm {
 	return nil
 }
 
+func (x *HubMessage) GetOrphan() *WorkOrphan {
+	if x != nil {
+		if x, ok := x.Kind.(*HubMessage_Orphan); ok {
+			return x.Orphan
+		}
+	}
+	return nil
+}
+
 type isHubMessage_Kind interface {
 	isHubMessage_Kind()
 }
@@ -772,7 +782,8 @@ type HubMessage_Upsert struct {
 }
 
 type HubMessage_Delete struct {
-	// delete asks the agent to remove one Work and what it applied.
+	// delete asks the agent to remove one Work and what it applied; the
+	// hub sends it only for a deletion it meant.
 	Delete *WorkDelete `protobuf:"bytes,2,opt,name=delete,proto3,oneof"`
 }
 
@@ -792,6 +803,13 @@ type HubMessage_PruneConfirm struct {
 	PruneConfirm *PruneConfirm `protobuf:"bytes,5,opt,name=prune_confirm,json=pruneConfirm,proto3,oneof"`
 }
 
+type HubMessage_Orphan struct {
+	// orphan tells the agent that one Work vanished from the hub without
+	// the hub meaning to delete it: the agent forgets the Work and keeps
+	// what it applied running.
+	Orphan *WorkOrphan `protobuf:"bytes,6,opt,name=orphan,proto3,oneof"`
+}
+
 func (*HubMessage_Upsert) isHubMessage_Kind() {}
 
 func (*HubMessage_Delete) isHubMessage_Kind() {}
@@ -801,6 +819,8 @@ func (*HubMessage_SnapshotComplete) isHubMessage_Kind() {}
 func (*HubMessage_HubHello) isHubMessage_Kind() {}
 
 func (*HubMessage_PruneConfirm) isHubMessage_Kind() {}
+
+func (*HubMessage_Orphan) isHubMessage_Kind() {}
 
 // HubHello introduces the hub before the agent says anything about what
 // it holds, so that an agent can refuse a hub it does not serve.
@@ -977,7 +997,9 @@ func (x *WorkUpsert) GetWork() []byte {
 	return nil
 }
 
-// WorkDelete asks the agent to remove one Work.
+// WorkDelete asks the agent to remove one Work and delete what it applied.
+// The hub sends it only for a Work it deleted on purpose: one that carried
+// the annotation flotilla.dev/deletion-intent when it was deleted.
 type WorkDelete struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the Work's name; the namespace is the agent's own.
@@ -1023,6 +1045,59 @@ func (x *WorkDelete) GetName() string {
 	return ""
 }
 
+// WorkOrphan says a Work the agent holds vanished from the hub without the
+// deletion-intent annotation: its CRD or namespace was deleted, someone
+// deleted it by hand, the hub was uninstalled. The hub does not mean the
+// member objects to go, so the agent forgets the Work (no re-apply, no
+// status) and drops its record of what it applied, deleting nothing: the
+// objects keep running, still labelled, and no later prune touches them. A
+// Work of the same name sent later adopts them again. The hub sends it
+// once per vanished Work.
+type WorkOrphan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the Work's name; the namespace is the agent's own.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkOrphan) Reset() {
+	*x = WorkOrphan{}
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkOrphan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkOrphan) ProtoMessage() {}
+
+func (x *WorkOrphan) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkOrphan.ProtoReflect.Descriptor instead.
+func (*WorkOrphan) Descriptor() ([]byte, []int) {
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WorkOrphan) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // SnapshotComplete marks the end of the snapshot. Only after it may the
 // agent remove what it holds beyond the Works named here: before it, a
 // missing Work may simply not have been sent yet.
@@ -1038,7 +1113,7 @@ type SnapshotComplete struct {
 
 func (x *SnapshotComplete) Reset() {
 	*x = SnapshotComplete{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1125,7 @@ func (x *SnapshotComplete) String() string {
 func (*SnapshotComplete) ProtoMessage() {}
 
 func (x *SnapshotComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1138,7 @@ func (x *SnapshotComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotComplete.ProtoReflect.Descriptor instead.
 func (*SnapshotComplete) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{13}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SnapshotComplete) GetNames() []string {
@@ -1115,14 +1190,15 @@ const file_pkg_sync_syncv1_sync_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x03 \x01(\fR\x06status\"6\n" +
 	"\tHeartbeat\x12)\n" +
-	"\x10resource_summary\x18\x01 \x01(\fR\x0fresourceSummary\"\xd9\x02\n" +
+	"\x10resource_summary\x18\x01 \x01(\fR\x0fresourceSummary\"\x91\x03\n" +
 	"\n" +
 	"HubMessage\x126\n" +
 	"\x06upsert\x18\x01 \x01(\v2\x1c.flotilla.sync.v1.WorkUpsertH\x00R\x06upsert\x126\n" +
 	"\x06delete\x18\x02 \x01(\v2\x1c.flotilla.sync.v1.WorkDeleteH\x00R\x06delete\x12Q\n" +
 	"\x11snapshot_complete\x18\x03 \x01(\v2\".flotilla.sync.v1.SnapshotCompleteH\x00R\x10snapshotComplete\x129\n" +
 	"\thub_hello\x18\x04 \x01(\v2\x1a.flotilla.sync.v1.HubHelloH\x00R\bhubHello\x12E\n" +
-	"\rprune_confirm\x18\x05 \x01(\v2\x1e.flotilla.sync.v1.PruneConfirmH\x00R\fpruneConfirmB\x06\n" +
+	"\rprune_confirm\x18\x05 \x01(\v2\x1e.flotilla.sync.v1.PruneConfirmH\x00R\fpruneConfirm\x126\n" +
+	"\x06orphan\x18\x06 \x01(\v2\x1c.flotilla.sync.v1.WorkOrphanH\x00R\x06orphanB\x06\n" +
 	"\x04kind\"^\n" +
 	"\bHubHello\x12\x19\n" +
 	"\bfleet_id\x18\x01 \x01(\tR\afleetId\x12!\n" +
@@ -1135,6 +1211,9 @@ const file_pkg_sync_syncv1_sync_proto_rawDesc = "" +
 	"\x04work\x18\x01 \x01(\fR\x04work\" \n" +
 	"\n" +
 	"WorkDelete\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\" \n" +
+	"\n" +
+	"WorkOrphan\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
 	"\x10SnapshotComplete\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names2S\n" +
@@ -1153,7 +1232,7 @@ func file_pkg_sync_syncv1_sync_proto_rawDescGZIP() []byte {
 	return file_pkg_sync_syncv1_sync_proto_rawDescData
 }
 
-var file_pkg_sync_syncv1_sync_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_pkg_sync_syncv1_sync_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_pkg_sync_syncv1_sync_proto_goTypes = []any{
 	(*AgentMessage)(nil),     // 0: flotilla.sync.v1.AgentMessage
 	(*Hello)(nil),            // 1: flotilla.sync.v1.Hello
@@ -1168,7 +1247,8 @@ var file_pkg_sync_syncv1_sync_proto_goTypes = []any{
 	(*PruneConfirm)(nil),     // 10: flotilla.sync.v1.PruneConfirm
 	(*WorkUpsert)(nil),       // 11: flotilla.sync.v1.WorkUpsert
 	(*WorkDelete)(nil),       // 12: flotilla.sync.v1.WorkDelete
-	(*SnapshotComplete)(nil), // 13: flotilla.sync.v1.SnapshotComplete
+	(*WorkOrphan)(nil),       // 13: flotilla.sync.v1.WorkOrphan
+	(*SnapshotComplete)(nil), // 14: flotilla.sync.v1.SnapshotComplete
 }
 var file_pkg_sync_syncv1_sync_proto_depIdxs = []int32{
 	1,  // 0: flotilla.sync.v1.AgentMessage.hello:type_name -> flotilla.sync.v1.Hello
@@ -1180,16 +1260,17 @@ var file_pkg_sync_syncv1_sync_proto_depIdxs = []int32{
 	5,  // 6: flotilla.sync.v1.Hello.held:type_name -> flotilla.sync.v1.HeldWork
 	11, // 7: flotilla.sync.v1.HubMessage.upsert:type_name -> flotilla.sync.v1.WorkUpsert
 	12, // 8: flotilla.sync.v1.HubMessage.delete:type_name -> flotilla.sync.v1.WorkDelete
-	13, // 9: flotilla.sync.v1.HubMessage.snapshot_complete:type_name -> flotilla.sync.v1.SnapshotComplete
+	14, // 9: flotilla.sync.v1.HubMessage.snapshot_complete:type_name -> flotilla.sync.v1.SnapshotComplete
 	9,  // 10: flotilla.sync.v1.HubMessage.hub_hello:type_name -> flotilla.sync.v1.HubHello
 	10, // 11: flotilla.sync.v1.HubMessage.prune_confirm:type_name -> flotilla.sync.v1.PruneConfirm
-	0,  // 12: flotilla.sync.v1.Sync.Connect:input_type -> flotilla.sync.v1.AgentMessage
-	8,  // 13: flotilla.sync.v1.Sync.Connect:output_type -> flotilla.sync.v1.HubMessage
-	13, // [13:14] is the sub-list for method output_type
-	12, // [12:13] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	13, // 12: flotilla.sync.v1.HubMessage.orphan:type_name -> flotilla.sync.v1.WorkOrphan
+	0,  // 13: flotilla.sync.v1.Sync.Connect:input_type -> flotilla.sync.v1.AgentMessage
+	8,  // 14: flotilla.sync.v1.Sync.Connect:output_type -> flotilla.sync.v1.HubMessage
+	14, // [14:15] is the sub-list for method output_type
+	13, // [13:14] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_pkg_sync_syncv1_sync_proto_init() }
@@ -1211,6 +1292,7 @@ func file_pkg_sync_syncv1_sync_proto_init() {
 		(*HubMessage_SnapshotComplete)(nil),
 		(*HubMessage_HubHello)(nil),
 		(*HubMessage_PruneConfirm)(nil),
+		(*HubMessage_Orphan)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1218,7 +1300,7 @@ func file_pkg_sync_syncv1_sync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pkg_sync_syncv1_sync_proto_rawDesc), len(file_pkg_sync_syncv1_sync_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -49,9 +49,10 @@ type SyncClient interface {
 	// (PruneBlocked, SnapshotPruned) in any order. The hub answers Hello with
 	// a snapshot: WorkUpserts and WorkDeletes that turn what the agent holds
 	// into what the hub wants, ended by one SnapshotComplete. After that it
-	// streams every change as WorkUpserts and WorkDeletes, coalesced per
-	// Work (the latest state wins), and a PruneConfirm when an admin confirms
-	// a prune the agent's deletion brake held. A newer stream for the same
+	// streams every change as WorkUpserts and WorkDeletes (or WorkOrphans,
+	// for a Work that vanished without the hub meaning to delete it),
+	// coalesced per Work (the latest state wins), and a PruneConfirm when an
+	// admin confirms a prune the agent's deletion brake held. A newer stream for the same
 	// cluster replaces an older one, which ends with ABORTED.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AgentMessage, HubMessage], error)
 }
@@ -96,9 +97,10 @@ type SyncServer interface {
 	// (PruneBlocked, SnapshotPruned) in any order. The hub answers Hello with
 	// a snapshot: WorkUpserts and WorkDeletes that turn what the agent holds
 	// into what the hub wants, ended by one SnapshotComplete. After that it
-	// streams every change as WorkUpserts and WorkDeletes, coalesced per
-	// Work (the latest state wins), and a PruneConfirm when an admin confirms
-	// a prune the agent's deletion brake held. A newer stream for the same
+	// streams every change as WorkUpserts and WorkDeletes (or WorkOrphans,
+	// for a Work that vanished without the hub meaning to delete it),
+	// coalesced per Work (the latest state wins), and a PruneConfirm when an
+	// admin confirms a prune the agent's deletion brake held. A newer stream for the same
 	// cluster replaces an older one, which ends with ABORTED.
 	Connect(grpc.BidiStreamingServer[AgentMessage, HubMessage]) error
 	mustEmbedUnimplementedSyncServer()

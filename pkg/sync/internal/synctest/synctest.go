@@ -125,19 +125,22 @@ func (p *PKI) RootPool() *x509.CertPool {
 // Works is an in-memory server.WorkSource. Mutations notify the server
 // given to Notify, like the hub's informer handlers do.
 type Works struct {
-	mu     sync.RWMutex
-	works  map[string]map[string]*v1alpha1.Work // cluster -> name -> Work
-	synced bool
-	checks int
-	notify func(cluster, name string)
-	uid    int
+	mu    sync.RWMutex
+	works map[string]map[string]*v1alpha1.Work // cluster -> name -> Work
+	// intents records how Works vanished: cluster/name -> the
+	// deletion-intent annotation's value, "" for none.
+	intents map[string]string
+	synced  bool
+	checks  int
+	notify  func(cluster, name string)
+	uid     int
 }
 
 var _ server.WorkSource = (*Works)(nil)
 
 // NewWorks returns a source that reports itself synced.
 func NewWorks() *Works {
-	return &Works{works: make(map[string]map[string]*v1alpha1.Work), synced: true}
+	return &Works{works: make(map[string]map[string]*v1alpha1.Work), intents: make(map[string]string), synced: true}
 }
 
 // Notify sets the function told about every change (Server.WorkChanged).
@@ -187,6 +190,14 @@ func (w *Works) GetWork(cluster, name string) (*v1alpha1.Work, error) {
 	return w.works[cluster][name], nil
 }
 
+// DeletionIntent implements server.WorkSource.
+func (w *Works) DeletionIntent(cluster, name string) (string, bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	reason, ok := w.intents[cluster+"/"+name]
+	return reason, ok
+}
+
 // Put creates Work name of cluster with generation 1, or bumps its
 // generation and sets its replicas, as the apiserver would on a spec
 // change. It returns the stored Work, which must not be modified.
@@ -215,6 +226,7 @@ func (w *Works) PutPadded(cluster, name string, replicas, pad int) *v1alpha1.Wor
 		wk.UID = types.UID(fmt.Sprintf("uid-%d", w.uid))
 	}
 	m[name] = wk
+	delete(w.intents, cluster+"/"+name)
 	notify := w.notify
 	w.mu.Unlock()
 	if notify != nil {
@@ -223,9 +235,20 @@ func (w *Works) PutPadded(cluster, name string, replicas, pad int) *v1alpha1.Wor
 	return wk
 }
 
-// Delete removes Work name of cluster.
-func (w *Works) Delete(cluster, name string) {
+// Delete removes Work name of cluster as the MyApp controller does: marked
+// with the deletion intent, so its agent deletes what it applied.
+func (w *Works) Delete(cluster, name string) { w.remove(cluster, name, "Test") }
+
+// Vanish removes Work name of cluster without the deletion intent, as
+// deleting the Work CRD or a hand kubectl delete does, so its agent only
+// orphans what it applied.
+func (w *Works) Vanish(cluster, name string) { w.remove(cluster, name, "") }
+
+func (w *Works) remove(cluster, name, intent string) {
 	w.mu.Lock()
+	if _, ok := w.works[cluster][name]; ok {
+		w.intents[cluster+"/"+name] = intent
+	}
 	delete(w.works[cluster], name)
 	notify := w.notify
 	w.mu.Unlock()
@@ -424,10 +447,11 @@ type Applier struct {
 	applies   map[string]int // "name@generation (uid u)" -> times applied
 	calls     int
 	deletes   int
+	orphans   int
 	snapshots int
 	gate      chan struct{} // when non-nil, every call waits for it to close
 	stalled   int           // calls waiting at the gate now
-	log       []string      // "apply name@gen", "delete name", "snapshot n"
+	log       []string      // "apply name@gen", "delete name", "orphan name", "snapshot n"
 	failNext  int           // fail this many more Apply calls
 	// failPrune makes SnapshotComplete fail while set; pruneFailures
 	// counts the calls that failed.
@@ -581,6 +605,27 @@ func (a *Applier) Delete(ctx context.Context, name string) error {
 	a.deletes++
 	a.log = append(a.log, "delete "+name)
 	return nil
+}
+
+// Orphan implements client.Applier: it forgets Work name, as if its
+// objects were left running unrecorded.
+func (a *Applier) Orphan(ctx context.Context, name string) error {
+	if err := a.wait(ctx); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.held, name)
+	a.orphans++
+	a.log = append(a.log, "orphan "+name)
+	return nil
+}
+
+// Orphans counts the Orphan calls that went through.
+func (a *Applier) Orphans() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.orphans
 }
 
 // SnapshotComplete implements client.Applier.
