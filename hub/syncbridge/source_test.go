@@ -1,0 +1,166 @@
+package syncbridge
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
+	"github.com/flotilla-dev/flotilla/test/envtestenv"
+)
+
+var sharedEnv envtestenv.Shared
+
+func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
+
+// TestDeletionIntentFromTheInformer deletes Works on a real apiserver and
+// checks what the Work source says about each, when it tells the server:
+// a Work marked with the deletion intent was meant to go, one deleted
+// without it was not, one never deleted (or created again) is unknown.
+func TestDeletionIntentFromTheInformer(t *testing.T) {
+	cfg := sharedEnv.Config(t)
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"../../deploy/hub/crds"}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, flotillav1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewWorkSource(ctx, informers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		reason string
+		known  bool
+	}
+	// What DeletionIntent says at the moment the server is told: that is
+	// when the server asks.
+	told := make(chan map[string]answer, 100)
+	src.Notify(func(cluster, name string) {
+		r, k := src.DeletionIntent(cluster, name)
+		told <- map[string]answer{name: {r, k}}
+	})
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+
+	ns := flotillav1.ClusterNamespace("east")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	work := func(name string) *flotillav1.Work {
+		return &flotillav1.Work{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: flotillav1.WorkSpec{Manifests: []flotillav1.Manifest{{RawExtension: runtime.RawExtension{
+				Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"default"}}`),
+			}}}},
+		}
+	}
+	for _, n := range []string{"meant", "lost", "kept"} {
+		if err := c.Create(ctx, work(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, flotillav1.AnnotationDeletionIntent, flotillav1.DeletionIntentMyAppDeleted)
+	if err := c.Patch(ctx, work("meant"), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, work("meant")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, work("lost")); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]answer{"meant": {flotillav1.DeletionIntentMyAppDeleted, true}, "lost": {"", true}}
+	last := map[string]answer{}
+	testutil.Eventually(t, "the source told of both deletions", 30*time.Second, func() error {
+		for {
+			select {
+			case m := <-told:
+				for k, v := range m {
+					last[k] = v
+				}
+				continue
+			default:
+			}
+			break
+		}
+		for name, w := range want {
+			if last[name] != w {
+				return fmt.Errorf("%s: told with %+v, want %+v (all: %+v)", name, last[name], w, last)
+			}
+		}
+		return nil
+	}, testutil.Every(20*time.Millisecond))
+	if r, k := src.DeletionIntent("east", "kept"); k || r != "" {
+		t.Errorf("DeletionIntent(kept) = %q, %v; want unknown", r, k)
+	}
+
+	// A Work created again under a vanished name is no longer vanished.
+	if err := c.Create(ctx, work("lost")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the re-created Work forgetting the vanishing", 30*time.Second, func() error {
+		if r, k := src.DeletionIntent("east", "lost"); k {
+			return fmt.Errorf("still %q, %v", r, k)
+		}
+		return nil
+	}, testutil.Every(20*time.Millisecond))
+}
+
+func TestIntentsExpire(t *testing.T) {
+	in := intents{entries: map[string]intent{}}
+	t0 := time.Unix(1000, 0)
+	in.record("ns/a", "Descheduled", t0)
+	in.record("ns/b", "", t0)
+	for _, tc := range []struct {
+		key        string
+		at         time.Time
+		wantReason string
+		wantKnown  bool
+	}{
+		{"ns/a", t0.Add(time.Hour), "Descheduled", true},
+		{"ns/b", t0.Add(time.Hour), "", true},
+		{"ns/c", t0, "", false},
+		{"ns/a", t0.Add(intentTTL + time.Second), "", false},
+	} {
+		if r, k := in.get(tc.key, tc.at); r != tc.wantReason || k != tc.wantKnown {
+			t.Errorf("get(%s, +%s) = %q, %v; want %q, %v", tc.key, tc.at.Sub(t0), r, k, tc.wantReason, tc.wantKnown)
+		}
+	}
+	in.forget("ns/a")
+	if _, k := in.get("ns/a", t0); k {
+		t.Error("forget left ns/a known")
+	}
+	// A record long after sweeps what expired.
+	in.record("ns/d", "", t0.Add(intentTTL+2*time.Minute))
+	if _, ok := in.entries["ns/b"]; ok {
+		t.Error("an expired entry survived the sweep")
+	}
+}
