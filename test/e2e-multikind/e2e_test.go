@@ -82,6 +82,9 @@ func TestScaleToZeroDuplicated(t *testing.T) {
 func TestScaleToZeroDynamicWeights(t *testing.T) {
 	ScaleToZeroDynamicSpec(t, input(t, "zero-dyn"))
 }
+func TestScaleToZeroProgressive(t *testing.T) {
+	ScaleToZeroProgressiveSpec(t, input(t, "zero-rollout"))
+}
 func TestScaleUpAndDown(t *testing.T)          { ScaleSpec(t, input(t, "scale")) }
 func TestImageRollout(t *testing.T)            { ImageRolloutSpec(t, input(t, "image")) }
 func TestPerClusterOverride(t *testing.T)      { OverrideSpec(t, input(t, "override")) }
@@ -102,3 +105,6 @@ func TestAgentLeaderFailover(t *testing.T) { AgentLeaderFailoverSpec(t, input(t,
 func TestHubRestart(t *testing.T)          { HubRestartSpec(t, input(t, "hub")) }
 func TestFailover(t *testing.T)            { FailoverSpec(t, input(t, "failover")) }
 func TestFailback(t *testing.T)            { FailbackSpec(t, input(t, "failback")) }
+func TestScaleToZeroFailover(t *testing.T) {
+	ScaleToZeroFailoverSpec(t, input(t, "zero-failover"))
+}

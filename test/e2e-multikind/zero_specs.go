@@ -9,10 +9,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
@@ -201,6 +204,147 @@ func scaledToZero(in SpecInput, name string, kept map[string]int32) func() error
 		for _, tc := range app.Status.Placement.Clusters {
 			if tc.Replicas != 0 || tc.Reason != flotillav1.TargetReasonKeptAtZero {
 				return fmt.Errorf("status.placement cluster %s: %d replicas, reason %q; want 0, %s", tc.Name, tc.Replicas, tc.Reason, flotillav1.TargetReasonKeptAtZero)
+			}
+		}
+		return nil
+	}
+}
+
+// ScaleToZeroProgressiveSpec: a Progressive MyApp (Divided 1:1:1 of 6,
+// minSuccessTime 30s, one cluster at a time) scaled to 0 takes a new
+// image in every member at once: the rollout completes in one step (no
+// cluster waits in a wave), every Deployment carries the image at 0
+// replicas, and the app stays Ready as ScaledToZero.
+func ScaleToZeroProgressiveSpec(t *testing.T, in SpecInput) {
+	requireMembers(t, in, 3)
+	m := in.Members[:3]
+	running := map[string]int32{m[0]: 2, m[1]: 2, m[2]: 2}
+	app := progressiveApp(in, 6, staticWeights(m, 1, 1, 1), flotillav1.ProgressiveRollout{
+		MaxConcurrency: ptr.To(intstr.FromInt32(1)), MinSuccessTime: &metav1.Duration{Duration: 30 * time.Second},
+	})
+	createMyApp(t, in, app)
+	eventually(t, "MyApp web Ready with 2/2/2", convergeTimeout, appReady(in, "web", running))
+	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](0) })
+	zero := each(m, 0)
+	eventually(t, "scaled to 0: MyApp web Ready (ScaledToZero)", convergeTimeout, scaledToZero(in, "web", zero))
+	deps, err := deploymentIDs(context.Background(), in, "web", m...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Image = rolledImage })
+	eventually(t, "the rollout of "+rolledImage+" complete on every cluster, none of them in a wave", convergeTimeout,
+		rolloutIs(in, "web", flotillav1.RolloutPhaseComplete, allSucceeded(m), func(app *flotillav1.MyApp) error {
+			if err := settled(3)(app); err != nil {
+				return err
+			}
+			for _, c := range app.Status.Rollout.Clusters {
+				if c.StartTime != nil {
+					return fmt.Errorf("cluster %s went through a wave (started %s)", c.Name, c.StartTime)
+				}
+			}
+			return nil
+		}))
+	rolled := map[string]deployWant{}
+	for _, name := range m {
+		rolled[name] = deployWant{replicas: 0, image: rolledImage}
+	}
+	eventually(t, "every Deployment with "+rolledImage+" at 0 replicas", convergeTimeout, deploymentsRolledOut(in, "web", rolled))
+	eventually(t, "MyApp web Ready (ScaledToZero) on the new image", convergeTimeout, scaledToZero(in, "web", zero))
+	t.Logf("image change at 0: rolled out and Ready %s after the update (minSuccessTime 30s, one cluster at a time)", time.Since(start).Round(time.Millisecond))
+	now, err := deploymentIDs(context.Background(), in, "web", m...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameUIDs(deps, now, false); err != nil {
+		t.Fatalf("member Deployments recreated: %v", err)
+	}
+}
+
+// ScaleToZeroFailoverSpec: with a MyApp (Divided 1:1:1, toleration 2s,
+// failback window 5s) scaled to 0, member-2's control plane is stopped and
+// started again: nothing is evicted or failed back, the placement keeps the
+// three members at 0, no FailedOver event is emitted, the app stays Ready
+// (ScaledToZero) and never Degraded, and scaling back to 6 runs 2/2/2 on
+// the same Deployments, member-2's included.
+func ScaleToZeroFailoverSpec(t *testing.T, in SpecInput) {
+	requireMembers(t, in, 3)
+	ctx := context.Background()
+	m := in.Members[:3]
+	lost := m[1]
+	running := map[string]int32{m[0]: 2, m[1]: 2, m[2]: 2}
+	createMyApp(t, in, failoverApp(in, true))
+	eventually(t, "MyApp web Ready with 2/2/2", convergeTimeout, appReady(in, "web", running))
+	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](0) })
+	eventually(t, "scaled to 0: MyApp web Ready (ScaledToZero)", convergeTimeout, scaledToZero(in, "web", each(m, 0)))
+	deps, err := deploymentIDs(ctx, in, "web", m...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	restart := stopMember(t, in, lost)
+	eventually(t, lost+" tainted unreachable on the hub", convergeTimeout, func() error {
+		mc := &flotillav1.MemberCluster{}
+		if err := in.Provider.Hub().Get(ctx, client.ObjectKey{Name: lost}, mc); err != nil {
+			return err
+		}
+		for _, taint := range mc.Spec.Taints {
+			if taint.Key == flotillav1.TaintClusterUnreachable && taint.TimeAdded != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("taints %v", mc.Spec.Taints)
+	})
+	// Well past the 2s toleration.
+	consistently(t, "nothing evicted and no alarm while "+lost+" is lost", 10*time.Second, quietAtZero(in, m))
+	restart()
+	// Well past the 5s failback window.
+	consistently(t, "nothing failing back and no alarm after "+lost+" returns", 10*time.Second, quietAtZero(in, m))
+	eventually(t, "MyApp web Ready (ScaledToZero) with every member confirming 0", convergeTimeout, scaledToZero(in, "web", each(m, 0)))
+
+	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](6) })
+	eventually(t, "back to 6: Deployments running 2/2/2", convergeTimeout, deploymentsRolledOut(in, "web", want(running)))
+	eventually(t, "back to 6: MyApp web Ready with 2/2/2", convergeTimeout, appReady(in, "web", running))
+	now, err := deploymentIDs(ctx, in, "web", m...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameUIDs(deps, now, false); err != nil {
+		t.Fatalf("member Deployments recreated: %v", err)
+	}
+}
+
+// quietAtZero checks that a MyApp at 0 raises no alarm: Ready True
+// (ScaledToZero), Degraded not True, every member kept in the placement at
+// 0 with nothing evicted, a Work for each, and no FailedOver event.
+func quietAtZero(in SpecInput, members []string) func() error {
+	return func() error {
+		ctx := context.Background()
+		app, err := getMyApp(ctx, in, "web")
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(app.Status.Conditions, flotillav1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != flotillav1.ReasonScaledToZero {
+			return fmt.Errorf("Ready condition %s", conditionString(c))
+		}
+		if c := meta.FindStatusCondition(app.Status.Conditions, flotillav1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+			return fmt.Errorf("Degraded condition %s", conditionString(c))
+		}
+		p := app.Status.Placement
+		if p == nil || len(p.Evicted) > 0 || fmt.Sprint(placementOf(app)) != fmt.Sprint(each(members, 0)) {
+			return fmt.Errorf("status.placement %+v, want %v kept at 0 and nothing evicted", p, each(members, 0))
+		}
+		if err := worksOnlyIn(in, "web", members...)(); err != nil {
+			return err
+		}
+		var events eventsv1.EventList
+		if err := in.Provider.Hub().List(ctx, &events, client.InNamespace(in.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == "web" && (e.Reason == flotillav1.ReasonFailedOver || e.Reason == "FailedBack") {
+				return fmt.Errorf("event %s: %s", e.Reason, e.Note)
 			}
 		}
 		return nil
