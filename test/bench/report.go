@@ -231,9 +231,13 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 		fmt.Fprintf(&s, "- the benchmark stopped early: %v\n", runErr)
 	}
 	s.WriteString("\n")
-	s.WriteString(table([]*series{&b.prop, &b.propReady, &b.status, &b.spec, &b.failRaw, &b.failNet, &b.direct, &b.directReady}))
-	s.WriteString("\n### Where propagation's time goes\n\n")
-	s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency}))
+	if len(b.prop.samples) > 0 || len(b.failRaw.samples) > 0 {
+		s.WriteString(table([]*series{&b.prop, &b.propReady, &b.status, &b.spec, &b.failRaw, &b.failNet, &b.direct, &b.directReady}))
+	}
+	if len(b.prop.samples) > 0 {
+		s.WriteString("\n### Where propagation's time goes\n\n")
+		s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency}))
+	}
 	if len(b.writesPerRun) > 0 {
 		var parts []string
 		for k := 0; k <= 10; k++ {
