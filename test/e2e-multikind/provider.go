@@ -48,6 +48,9 @@ type ClusterProvider interface {
 	// RestartHub restarts the hub as a rolling update would (SIGTERM,
 	// then a new process) and returns once it was asked to stop.
 	RestartHub(ctx context.Context) error
+	// KillHub kills the leading hub without a chance to release its
+	// Lease (SIGKILL, or its pod deleted at once); it is started again.
+	KillHub(ctx context.Context) error
 
 	// CollectLogs writes the hub's and agents' logs into dir.
 	CollectLogs(ctx context.Context, dir string) error

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -247,6 +248,21 @@ func (p *kindProvider) AgentReplicas(ctx context.Context, member string) ([]stri
 		names = append(names, pod.Name)
 	}
 	return names, nil
+}
+
+// KillHub deletes the hub pods at once (grace period 0): none can release
+// its Lease, and the Deployment starts new ones.
+func (p *kindProvider) KillHub(ctx context.Context) error {
+	var pods corev1.PodList
+	if err := p.hub.List(ctx, &pods, client.InNamespace(systemNamespace), client.MatchingLabels{"app.kubernetes.io/name": hubDeployment}); err != nil {
+		return fmt.Errorf("listing the hub pods: %w", err)
+	}
+	for i := range pods.Items {
+		if err := p.hub.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting hub pod %s: %w", pods.Items[i].Name, err)
+		}
+	}
+	return nil
 }
 
 // RestartHub does what `kubectl rollout restart deployment/flotilla-hub`

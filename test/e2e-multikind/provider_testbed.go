@@ -129,6 +129,10 @@ func (p *testbedProvider) AgentReplicas(_ context.Context, member string) ([]str
 // answer).
 func (p *testbedProvider) HubMetrics() string { return fleet.Scrape(p.fleet.HubMetricsAddr()) }
 
+// KillHub SIGKILLs the hub; its supervisor starts it again a second
+// later.
+func (p *testbedProvider) KillHub(context.Context) error { return p.fleet.KillHub() }
+
 // RestartHub sends the hub SIGTERM and waits for it to exit; its
 // supervisor starts it again a second later.
 func (p *testbedProvider) RestartHub(context.Context) error { return p.fleet.RestartHub() }

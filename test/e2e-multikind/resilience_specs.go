@@ -124,6 +124,18 @@ func agentConnected(ctx context.Context, in SpecInput, member, instance string) 
 // the new hub counts the grace from when it leads, and agents reconnect
 // within their 5s backoff cap.
 func HubRestartSpec(t *testing.T, in SpecInput) {
+	hubRestartSpec(t, in, "restarting the hub", in.Provider.RestartHub)
+}
+
+// HubKillSpec is HubRestartSpec with the hub killed (SIGKILL, or its pod
+// deleted at once): it cannot release its Lease, so the new process waits
+// the Lease out before it leads, and only then starts counting the
+// members' grace.
+func HubKillSpec(t *testing.T, in SpecInput) {
+	hubRestartSpec(t, in, "killing the hub", in.Provider.KillHub)
+}
+
+func hubRestartSpec(t *testing.T, in SpecInput, what string, restart func(context.Context) error) {
 	ctx := context.Background()
 	app := newMyApp(in, "web", 2, duplicated())
 	createMyApp(t, in, app)
@@ -145,8 +157,9 @@ func HubRestartSpec(t *testing.T, in SpecInput) {
 
 	health := recordMemberHealth(t, in)
 	placements := recordPlacements(t, in, "web")
-	if err := in.Provider.RestartHub(ctx); err != nil {
-		t.Fatalf("restarting the hub: %v", err)
+	stopped := time.Now()
+	if err := restart(ctx); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 	eventually(t, "a new hub process leading", convergeTimeout, func() error {
 		h, _, err := leaseHolder(ctx, in.Provider.Hub(), systemNamespace, hubLease)
@@ -178,7 +191,8 @@ func HubRestartSpec(t *testing.T, in SpecInput) {
 		return nil
 	}
 	consistently(t, "every member Deployment and Work unchanged (same UID and generation) after the hub restart", 10*time.Second, unchanged)
-	noEviction(t, "restarting the hub", health, placements)
+	t.Logf("%s: every member Ready with the new hub %s later", what, time.Since(stopped).Round(100*time.Millisecond))
+	noEviction(t, what, health, placements)
 
 	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](3) })
 	eventually(t, "the new hub carrying a scale to 3 to every member", convergeTimeout, deploymentsRolledOut(in, "web", want(each(in.Members, 3))))

@@ -9,5 +9,6 @@ import "testing"
 // members come last.
 
 func TestAgentRestart(t *testing.T)   { AgentRestartSpec(t, input(t, "agent-restart")) }
+func TestHubKill(t *testing.T)        { HubKillSpec(t, input(t, "hub-kill")) }
 func TestPartitionBrake(t *testing.T) { PartitionBrakeSpec(t, input(t, "brake")) }
 func TestMemberLoss(t *testing.T)     { MemberLossSpec(t, input(t, "member-loss")) }

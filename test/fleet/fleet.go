@@ -382,6 +382,15 @@ func (f *Fleet) RestartHub() error {
 	return h.Restart(syscall.SIGTERM)
 }
 
+// KillHub SIGKILLs the hub process (it cannot release its Lease); its
+// supervisor starts it again a second later.
+func (f *Fleet) KillHub() error {
+	f.mu.Lock()
+	h := f.hub
+	f.mu.Unlock()
+	return h.Kill()
+}
+
 // AgentLeader returns the name of member's leading agent replica.
 func (f *Fleet) AgentLeader(member string) (string, error) {
 	f.mu.Lock()
