@@ -163,3 +163,56 @@ func apiextensionsScheme(t *testing.T) *runtime.Scheme {
 	}
 	return s
 }
+
+// TestDescheduledWorkIsDeletedInTheMember shows the other side of
+// deletion intent: when the MyApp controller removes a Work because the
+// placement no longer picks its cluster, it marks the Work, and the
+// member's Deployment is deleted; the member still picked keeps its own.
+func TestDescheduledWorkIsDeletedInTheMember(t *testing.T) {
+	f := startFleet(t, 2)
+	ctx := context.Background()
+	syncAddr := freeAddr(t)
+	f.startSyncHub(t, syncAddr)
+	startAgent(t, f.agentOptions(t, "member-1", syncAddr))
+	startAgent(t, f.agentOptions(t, "member-2", syncAddr))
+	waitReady(t, f.hub, "member-1", "member-2")
+
+	app := newApp("web", 1, flotillav1.Placement{ClusterAffinity: &flotillav1.ClusterAffinity{ClusterNames: []string{"member-1", "member-2"}}})
+	app.Spec.Image = "nginx:1.27"
+	if err := f.hub.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]types.UID{}
+	eventually(t, "Deployment web in both members", 60*time.Second, func() error {
+		for _, m := range []string{"member-1", "member-2"} {
+			d, err := f.deployment(ctx, m, "default", "web")
+			if err != nil {
+				return fmt.Errorf("%s: %w", m, err)
+			}
+			uids[m] = d.UID
+		}
+		return nil
+	})
+
+	if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+		t.Fatal(err)
+	}
+	app.Spec.Placement.ClusterAffinity.ClusterNames = []string{"member-2"}
+	if err := f.hub.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Deployment web deleted from member-1", 60*time.Second, func() error {
+		d, err := f.deployment(ctx, "member-1", "default", "web")
+		if apierrors.IsNotFound(err) || (err == nil && d.DeletionTimestamp != nil) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there (uid %s)", d.UID)
+	})
+	d, err := f.deployment(ctx, "member-2", "default", "web")
+	if err != nil || d.UID != uids["member-2"] {
+		t.Fatalf("member-2's Deployment: %v (uid %s, was %s)", err, d.UID, uids["member-2"])
+	}
+}
