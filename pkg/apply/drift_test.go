@@ -1,8 +1,6 @@
 package apply
 
 import (
-	"fmt"
-	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -91,33 +88,6 @@ func TestNeedsApply(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestTrackerIsSafeForConcurrentUse records, forgets, prunes and queries
-// Works from many goroutines; run with -race it shows the tracker needs no
-// outside locking.
-func TestTrackerIsSafeForConcurrentUse(t *testing.T) {
-	a := trackedApplier()
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for i := range 200 {
-				w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns.app-%d", i%10), Generation: int64(g)}}
-				switch i % 4 {
-				case 0:
-					a.tracker.record(w, nil)
-				case 1:
-					a.NeedsApply(w, nil)
-				case 2:
-					a.tracker.forget(w.Name)
-				default:
-					a.tracker.retain(sets.New("ns.app-1"))
-					_ = a.Applied()
-				}
-			}
-		})
-	}
-	wg.Wait()
 }
 
 func asUnstructured(t *testing.T, obj client.Object) *unstructured.Unstructured {
