@@ -13,9 +13,22 @@
 // a bounded number of writes per second.
 //
 // A hub that just became leader has heard no heartbeats: it counts the
-// grace period from when it started, or the last heartbeat recorded in
-// status if that is later, so agents have time to reconnect before anything
-// is declared lost.
+// grace period from when it started reconciling (the controller runs on the
+// leader only, so: from when it became leader, not from its process start),
+// or the last heartbeat recorded in status if that is later, so agents have
+// time to reconnect before anything is declared lost.
+//
+// Which members carry the unreachable taint is decided for the whole fleet
+// at once (decideEvictions, a pure function, in eviction.go), as the node
+// lifecycle controller does per zone: when more than a share of the members
+// (default 55%) fell silent within one grace period the partition brake
+// holds: the hub assumes it is the one cut off and taints none of them
+// (Ready Unknown, reason PartitionBrake), and reports it in ConfigMap
+// flotilla-hub-status, an event and flotilla_partition_brake_active.
+// Otherwise at most a few members are tainted per interval (default 1 per
+// 30s); the others wait, Ready Unknown with reason EvictionRateLimited.
+// fleet_health.go reads every member live for that decision, under one
+// lock, and wakes the members whose taint it changes.
 //
 // Two conditions ask an admin to act. An agent that refuses this hub
 // because it serves another fleet or cluster name (see pkg/sync) makes
