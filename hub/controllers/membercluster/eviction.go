@@ -123,20 +123,24 @@ func decideEvictions(members []memberSilence, now time.Time, p evictionPolicy) e
 			if m.taintedAt == nil || recent(m.taintedAt, p.grace) {
 				d.counted++
 			}
-			if recent(m.taintedAt, p.grace) {
-				soonest(m.taintedAt.Add(p.grace))
-			}
 		case silent > p.grace/2:
 			d.counted++
-			soonest(deadline.Add(time.Millisecond))
-		default:
-			soonest(m.silentSince.Add(p.grace / 2).Add(time.Millisecond))
 		}
 	}
 	d.brake = p.brakeThreshold < 1 && d.population > 0 &&
 		float64(d.counted) > p.brakeThreshold*float64(d.population)
 
+	// Time alone changes the decision only where a count or a slot runs
+	// out: a member crossing its grace period is reconciled at its own
+	// deadline (computeHealth), which decides again from the timestamps.
 	if d.brake {
+		// A taint leaving the last grace period counts no more, and may
+		// release the brake.
+		for _, m := range lost {
+			if recent(m.taintedAt, p.grace) {
+				soonest(m.taintedAt.Add(p.grace))
+			}
+		}
 		for _, m := range lost {
 			if m.taintedAt != nil && !recent(m.taintedAt, p.grace) {
 				d.taint[m.name] = true
