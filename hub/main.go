@@ -41,7 +41,7 @@ func run() error {
 	fs.StringVar(&opts.CertDir, "cert-dir", "/etc/flotilla/certs", "folder with ca.crt, hub.crt and hub.key (see flotilla-pki)")
 	fs.DurationVar(&opts.HeartbeatGrace, "heartbeat-grace", membercluster.DefaultGrace, "how long a member may go without a heartbeat before it is not Ready and tainted unreachable")
 	fs.Float64Var(&opts.Evictions.BrakeThreshold, "partition-brake-threshold", membercluster.DefaultBrakeThreshold, "when more than this share of the members (0-1) fall silent within one heartbeat grace period, the hub assumes it is the one cut off and taints (evicts) none of them; 1 turns the brake off")
-	fs.IntVar(&opts.Evictions.RateLimit, "eviction-rate-limit", membercluster.DefaultEvictionRateLimit, "the most members tainted unreachable per --eviction-rate-interval; the others wait (a negative value turns the limit off)")
+	fs.IntVar(&opts.Evictions.RateLimit, "eviction-rate-limit", membercluster.DefaultEvictionRateLimit, "the most members tainted unreachable per --eviction-rate-interval; the others wait (0 means the default; a negative value turns the limit off)")
 	fs.DurationVar(&opts.Evictions.RateInterval, "eviction-rate-interval", membercluster.DefaultEvictionRateInterval, "the interval of --eviction-rate-limit")
 	fs.DurationVar(&opts.HeartbeatWriteInterval, "heartbeat-write-interval", membercluster.DefaultHeartbeatWriteInterval, "the most often a healthy member's heartbeat alone is written to its status")
 	zapOpts := zap.Options{}
