@@ -99,16 +99,39 @@ type evictionDecision struct {
 // clock, no client.
 func decideEvictions(members []memberSilence, now time.Time, p evictionPolicy) evictionDecision {
 	d := evictionDecision{taint: map[string]bool{}, held: map[string]string{}}
-	var recheck time.Time
-	soonest := func(t time.Time) {
-		if t.After(now) && (recheck.IsZero() || t.Before(recheck)) {
-			recheck = t
-		}
-	}
-	recent := func(at *time.Time, window time.Duration) bool {
-		return at != nil && now.Sub(*at) < window
-	}
+	lost := d.count(members, now, p)
+	d.brake = p.brakeThreshold < 1 && d.population > 0 &&
+		float64(d.counted) > p.brakeThreshold*float64(d.population)
 
+	// Time alone changes the decision only where a count or a slot runs
+	// out: a member crossing its grace period is reconciled at its own
+	// deadline (computeHealth), which decides again from the timestamps.
+	var recheck time.Time
+	if d.brake {
+		recheck = d.holdForBrake(lost, now, p)
+	} else {
+		recheck = d.spendRateLimit(lost, now, p)
+	}
+	d.recheckAfter = after(recheck, now)
+	return d
+}
+
+// within says whether at is set and less than window before now.
+func within(at *time.Time, now time.Time, window time.Duration) bool {
+	return at != nil && now.Sub(*at) < window
+}
+
+// soonest moves *recheck to t when t is after now and earlier.
+func soonest(recheck *time.Time, t, now time.Time) {
+	if t.After(now) && (recheck.IsZero() || t.Before(*recheck)) {
+		*recheck = t
+	}
+}
+
+// count counts the population (members that ever connected) and the
+// members that turned unreachable, or fell silent for more than half the
+// grace, within one grace period; it returns the members past their grace.
+func (d *evictionDecision) count(members []memberSilence, now time.Time, p evictionPolicy) []memberSilence {
 	var lost []memberSilence
 	for _, m := range members {
 		if m.silentSince.IsZero() {
@@ -120,39 +143,40 @@ func decideEvictions(members []memberSilence, now time.Time, p evictionPolicy) e
 		switch {
 		case now.After(deadline):
 			lost = append(lost, m)
-			if m.taintedAt == nil || recent(m.taintedAt, p.grace) {
+			if m.taintedAt == nil || within(m.taintedAt, now, p.grace) {
 				d.counted++
 			}
 		case silent > p.grace/2:
 			d.counted++
 		}
 	}
-	d.brake = p.brakeThreshold < 1 && d.population > 0 &&
-		float64(d.counted) > p.brakeThreshold*float64(d.population)
+	return lost
+}
 
-	// Time alone changes the decision only where a count or a slot runs
-	// out: a member crossing its grace period is reconciled at its own
-	// deadline (computeHealth), which decides again from the timestamps.
-	if d.brake {
-		// A taint leaving the last grace period counts no more, and may
-		// release the brake.
-		for _, m := range lost {
-			if recent(m.taintedAt, p.grace) {
-				soonest(m.taintedAt.Add(p.grace))
-			}
+// holdForBrake holds every lost member but those tainted before the last
+// grace period, and returns when a recent taint stops counting (which may
+// release the brake).
+func (d *evictionDecision) holdForBrake(lost []memberSilence, now time.Time, p evictionPolicy) time.Time {
+	var recheck time.Time
+	for _, m := range lost {
+		if within(m.taintedAt, now, p.grace) {
+			soonest(&recheck, m.taintedAt.Add(p.grace), now)
 		}
-		for _, m := range lost {
-			if m.taintedAt != nil && !recent(m.taintedAt, p.grace) {
-				d.taint[m.name] = true
-				continue
-			}
-			d.held[m.name] = holdBrake
-		}
-		d.recheckAfter = after(recheck, now)
-		return d
 	}
+	for _, m := range lost {
+		if m.taintedAt != nil && !within(m.taintedAt, now, p.grace) {
+			d.taint[m.name] = true
+			continue
+		}
+		d.held[m.name] = holdBrake
+	}
+	return recheck
+}
 
-	// Spend the rate limit on the longest silent first.
+// spendRateLimit keeps the taints in place and taints the lost members,
+// longest silent first, while the rate limit allows; the rest wait for
+// the next slot, which it returns.
+func (d *evictionDecision) spendRateLimit(lost []memberSilence, now time.Time, p evictionPolicy) time.Time {
 	used := 0
 	var oldestRecent *time.Time
 	for _, m := range lost {
@@ -160,7 +184,7 @@ func decideEvictions(members []memberSilence, now time.Time, p evictionPolicy) e
 			continue
 		}
 		d.taint[m.name] = true
-		if p.rateLimit > 0 && recent(m.taintedAt, p.rateInterval) {
+		if p.rateLimit > 0 && within(m.taintedAt, now, p.rateInterval) {
 			used++
 			if oldestRecent == nil || m.taintedAt.Before(*oldestRecent) {
 				oldestRecent = m.taintedAt
@@ -186,12 +210,12 @@ func decideEvictions(members []memberSilence, now time.Time, p evictionPolicy) e
 			oldestRecent = &t
 		}
 	}
+	var recheck time.Time
 	if len(d.held) > 0 && oldestRecent != nil {
 		d.nextSlot = oldestRecent.Add(p.rateInterval)
-		soonest(d.nextSlot)
+		soonest(&recheck, d.nextSlot, now)
 	}
-	d.recheckAfter = after(recheck, now)
-	return d
+	return recheck
 }
 
 // after is t - now, or 0 for a zero t.

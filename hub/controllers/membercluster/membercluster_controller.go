@@ -138,18 +138,55 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if td.ready != nil {
 		h.ready = *td.ready
 	}
-	taints := withUnreachableTaint(mc.Spec.Taints, td.taint, now)
-	if !equality.Semantic.DeepEqual(taints, mc.Spec.Taints) && !(len(taints) == 0 && len(mc.Spec.Taints) == 0) {
-		before := mc.DeepCopy()
-		mc.Spec.Taints = taints
-		if err := r.Client.Patch(ctx, mc, client.MergeFrom(before)); err != nil {
-			return reconcile.Result{}, fmt.Errorf("updating the unreachable taint of %s: %w", mc.Name, err)
-		}
+	if err := r.writeTaint(ctx, mc, td, now); err != nil {
+		return reconcile.Result{}, err
 	}
-
-	// Status.
 	before := mc.DeepCopy()
 	readyBefore := meta.FindStatusCondition(mc.Status.Conditions, flotillav1.ConditionReady)
+	if err := r.writeStatus(ctx, mc, h, agent, known); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if readyBefore == nil || readyBefore.Status != h.ready.Status {
+		r.exportReadiness(ctx)
+	}
+	r.reportSafety(before, mc)
+
+	requeue := h.recheckAfter
+	if d := td.recheckAfter; d > 0 && (requeue == 0 || d < requeue) {
+		requeue = d
+	}
+	if h.healthy && known {
+		// Come back to record the heartbeat when it is due.
+		if d := r.HeartbeatWriteInterval; requeue == 0 || d < requeue {
+			requeue = d
+		}
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// writeTaint puts the unreachable taint on mc, or takes it off, as td says.
+func (r *Reconciler) writeTaint(ctx context.Context, mc *flotillav1.MemberCluster, td taintDecision, now time.Time) error {
+	taints := withUnreachableTaint(mc.Spec.Taints, td.taint, now)
+	if equality.Semantic.DeepEqual(taints, mc.Spec.Taints) || (len(taints) == 0 && len(mc.Spec.Taints) == 0) {
+		return nil
+	}
+	before := mc.DeepCopy()
+	mc.Spec.Taints = taints
+	if err := r.Client.Patch(ctx, mc, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("updating the unreachable taint of %s: %w", mc.Name, err)
+	}
+	return nil
+}
+
+// writeStatus patches mc's status with its health, the agent's info and
+// the prune brake, and records the heartbeat when a reader would act on
+// the change or the heartbeat write is due. A NotFound error is returned
+// as it is.
+func (r *Reconciler) writeStatus(ctx context.Context, mc *flotillav1.MemberCluster, h healthOutput, agent agentState, known bool) error {
+	before := mc.DeepCopy()
 	meta.SetStatusCondition(&mc.Status.Conditions, h.ready)
 	meta.SetStatusCondition(&mc.Status.Conditions, h.connected)
 	if c := computePruneBlocked(mc.Name, agent, known); c != nil {
@@ -174,30 +211,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		t := metav1.NewTime(h.lastHeartbeat)
 		mc.Status.LastHeartbeatTime = &t
 	}
-	if !equality.Semantic.DeepEqual(before.Status, mc.Status) {
-		if err := r.Client.Status().Patch(ctx, mc, client.MergeFrom(before)); err != nil {
-			if apierrors.IsNotFound(err) {
-				return reconcile.Result{}, nil
-			}
-			return reconcile.Result{}, fmt.Errorf("patching the status of %s: %w", mc.Name, err)
+	if equality.Semantic.DeepEqual(before.Status, mc.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, mc, client.MergeFrom(before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return err
 		}
+		return fmt.Errorf("patching the status of %s: %w", mc.Name, err)
 	}
-	if readyBefore == nil || readyBefore.Status != h.ready.Status {
-		r.exportReadiness(ctx)
-	}
-	r.reportSafety(before, mc)
-
-	requeue := h.recheckAfter
-	if d := td.recheckAfter; d > 0 && (requeue == 0 || d < requeue) {
-		requeue = d
-	}
-	if h.healthy && known {
-		// Come back to record the heartbeat when it is due.
-		if d := r.HeartbeatWriteInterval; requeue == 0 || d < requeue {
-			requeue = d
-		}
-	}
-	return reconcile.Result{RequeueAfter: requeue}, nil
+	return nil
 }
 
 // confirmPrune sends the agent the confirmation an admin gave with the
