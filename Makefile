@@ -70,7 +70,7 @@ testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips thos
 # plain data and pure functions; they run without -race, which keeps
 # make test from building the whole tree twice. Add a package here when it
 # starts a goroutine.
-RACE_PKGS := ./agent/... ./hub/controllers/... ./hub/setup ./hub/syncbridge \
+RACE_PKGS := ./agent/... ./hub/internal/controllers/... ./hub/setup ./hub/internal/syncbridge \
 	./pkg/apply ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration
 
 .PHONY: test

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/controllers/membercluster"
+	"github.com/flotilla-dev/flotilla/hub/internal/controllers/membercluster"
 	"github.com/flotilla-dev/flotilla/hub/setup"
 )
 

@@ -31,7 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/agent/capacity"
-	"github.com/flotilla-dev/flotilla/agent/works"
+	"github.com/flotilla-dev/flotilla/agent/internal/works"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
 	"github.com/flotilla-dev/flotilla/pkg/pki"

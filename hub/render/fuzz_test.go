@@ -7,7 +7,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/render"
-	"github.com/flotilla-dev/flotilla/hub/webhook"
+	"github.com/flotilla-dev/flotilla/hub/internal/webhook"
 )
 
 // The ImageOverride fields' CRD patterns (api/v1alpha1/myapp_types.go):
@@ -91,7 +91,7 @@ func FuzzOverrideImage(f *testing.F) {
 		// take for one (no dot, no port, not localhost) and a repository
 		// whose first part looks like a registry when none is set; see
 		// TestValidateMyAppRejectsOverridesRuntimesReadDifferently in
-		// hub/webhook.
+		// hub/internal/webhook.
 		if !webhook.ValidImage(image) ||
 			(registry != "" && !registryPattern.MatchString(registry)) ||
 			(repository != "" && !repositoryPattern.MatchString(repository)) ||

@@ -28,10 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/controllers/membercluster"
-	"github.com/flotilla-dev/flotilla/hub/controllers/myapp"
-	"github.com/flotilla-dev/flotilla/hub/syncbridge"
-	hubwebhook "github.com/flotilla-dev/flotilla/hub/webhook"
+	"github.com/flotilla-dev/flotilla/hub/internal/controllers/membercluster"
+	"github.com/flotilla-dev/flotilla/hub/internal/controllers/myapp"
+	"github.com/flotilla-dev/flotilla/hub/internal/syncbridge"
+	hubwebhook "github.com/flotilla-dev/flotilla/hub/internal/webhook"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/metrics"
+	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
 	"github.com/flotilla-dev/flotilla/internal/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/appstatus"
+	"github.com/flotilla-dev/flotilla/hub/internal/appstatus"
 	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/rollout"

@@ -8,7 +8,7 @@
 //     feeds the next one), the step of a Progressive rollout (pkg/rollout),
 //     the Work of each target cluster rendered once with its overrides and
 //     revision (hub/render), which evicted clusters keep their Work
-//     (graceful eviction), and the new status (hub/appstatus);
+//     (graceful eviction), and the new status (hub/internal/appstatus);
 //   - write (write.go): the finalizer, a Progressive rollout's state (with
 //     optimistic locking, before any Work), the Works — all clusters in
 //     parallel — and one status patch; then a requeue for the times the

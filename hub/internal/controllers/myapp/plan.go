@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/appstatus"
+	"github.com/flotilla-dev/flotilla/hub/internal/appstatus"
 	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/pkg/rollout"
 	"github.com/flotilla-dev/flotilla/pkg/workstatus"

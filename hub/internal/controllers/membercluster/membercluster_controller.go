@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/metrics"
+	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
 )
 
 // Defaults for the health controller.

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/metrics"
+	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
 	"github.com/flotilla-dev/flotilla/pkg/rollout"
 )
 

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/metrics"
+	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
 	"github.com/flotilla-dev/flotilla/internal/ssa"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )

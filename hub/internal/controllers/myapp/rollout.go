@@ -4,7 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/appstatus"
+	"github.com/flotilla-dev/flotilla/hub/internal/appstatus"
 	"github.com/flotilla-dev/flotilla/internal/truncate"
 )
 
