@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/hub/internal/webhook"
+	"github.com/flotilla-dev/flotilla/hub/render"
 )
 
 // The ImageOverride fields' CRD patterns (api/v1alpha1/myapp_types.go):
