@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -48,6 +49,17 @@ func (s *Shared) Config(t testing.TB) *rest.Config {
 		t.Fatalf("starting envtest: %v", s.err)
 	}
 	return s.cfg
+}
+
+// CRDDir is the repository's deploy/hub/crds, found from this file's own
+// place in the source tree, so a test package at any depth installs the
+// CRDs that `make manifests` generates.
+func CRDDir() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return filepath.Join("deploy", "hub", "crds")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "hub", "crds")
 }
 
 // Main runs the package's tests and stops the apiserver, if it started,

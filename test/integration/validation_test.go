@@ -218,8 +218,8 @@ func TestMyAppValidation(t *testing.T) {
 			t.Errorf("spec.replicas defaulted to %v, want 1", got.Spec.Replicas)
 		}
 		cu := got.Spec.Failover.ClusterUnreachable
-		if cu.TolerationSeconds == nil || *cu.TolerationSeconds != 10 || cu.PurgeMode != flotillav1.PurgeGraciously {
-			t.Errorf("failover.clusterUnreachable defaulted to %+v, want tolerationSeconds 10 and Graciously", cu)
+		if cu.TolerationSeconds == nil || *cu.TolerationSeconds != flotillav1.DefaultUnreachableTolerationSeconds || cu.PurgeMode != flotillav1.PurgeGraciously {
+			t.Errorf("failover.clusterUnreachable defaulted to %+v, want tolerationSeconds %d and Graciously", cu, flotillav1.DefaultUnreachableTolerationSeconds)
 		}
 		fb := got.Spec.Failover.Failback
 		if fb.Enabled == nil || !*fb.Enabled || fb.StabilizationWindowSeconds == nil || *fb.StabilizationWindowSeconds != 30 {

@@ -153,8 +153,8 @@ func TestHubWebhookRefusesInvalidMyApps(t *testing.T) {
 			t.Errorf("replicaScheduling %+v, want Duplicated filled in", rs)
 		}
 		f := got.Spec.Failover
-		if f == nil || f.ClusterUnreachable == nil || ptr.Deref(f.ClusterUnreachable.TolerationSeconds, -1) != 10 ||
-			f.Failback == nil || !ptr.Deref(f.Failback.Enabled, false) || ptr.Deref(f.Failback.StabilizationWindowSeconds, -1) != 30 {
+		if f == nil || f.ClusterUnreachable == nil || ptr.Deref(f.ClusterUnreachable.TolerationSeconds, -1) != flotillav1.DefaultUnreachableTolerationSeconds ||
+			f.Failback == nil || !ptr.Deref(f.Failback.Enabled, false) || ptr.Deref(f.Failback.StabilizationWindowSeconds, -1) != flotillav1.DefaultFailbackWindowSeconds {
 			t.Errorf("failover %+v, want the defaults filled in", f)
 		}
 	})

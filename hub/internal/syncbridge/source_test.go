@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
 // without it was not, one never deleted (or created again) is unknown.
 func TestDeletionIntentFromTheInformer(t *testing.T) {
 	cfg := sharedEnv.Config(t)
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"../../deploy/hub/crds"}, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)
 	}
 	scheme := runtime.NewScheme()

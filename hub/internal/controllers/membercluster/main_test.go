@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
 func startEnv(t *testing.T) *rest.Config {
 	t.Helper()
 	cfg := sharedEnv.Config(t)
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{"../../../deploy/hub/crds"}, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatalf("installing the CRDs: %v", err)
 	}
 	return cfg
