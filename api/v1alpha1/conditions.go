@@ -28,6 +28,12 @@ const (
 	// counts, the epoch and how to confirm (the annotation
 	// flotilla.dev/confirm-prune); nothing is deleted until then.
 	ConditionPruneBlocked = "PruneBlocked"
+	// ConditionDraining (MemberCluster): the MemberCluster is being
+	// deleted and the hub drains it: replicas move to other members, then
+	// its Works go (their member objects deleted or released as
+	// spec.deletionPolicy says), then the MemberCluster. The message counts
+	// the Works left.
+	ConditionDraining = "Draining"
 	// ConditionPartitionBrake (the hub's status ConfigMap
 	// flotilla-hub-status): True while more than the brake's share of the
 	// members fell silent at once, so the hub taints none of them.
@@ -101,6 +107,8 @@ const (
 	// is past the grace period and waits for the eviction rate limit
 	// before it is tainted unreachable.
 	ReasonEvictionRateLimited = "EvictionRateLimited"
+	// ReasonDraining (MemberCluster Draining True): Works are left.
+	ReasonDraining = "Draining"
 	// ReasonNeverConnected: no agent has connected yet.
 	ReasonNeverConnected = "NeverConnected"
 	// ReasonStreamOpen and ReasonStreamClosed describe Connected.

@@ -42,6 +42,14 @@ const (
 	// (spec.failover.failback.stabilizationWindowSeconds).
 	DefaultFailbackWindowSeconds int32 = 30
 
+	// DefaultDeletionPolicy is a MyApp's and a Work's spec.deletionPolicy
+	// when unset: what Flotilla stops managing is deleted.
+	DefaultDeletionPolicy = DeletionPolicyDelete
+	// DefaultMemberClusterDeletionPolicy is a MemberCluster's
+	// spec.deletionPolicy when unset: removing a cluster from the fleet
+	// leaves its workloads running.
+	DefaultMemberClusterDeletionPolicy = DeletionPolicyOrphan
+
 	// DefaultRolloutStrategy is spec.rollout.strategy when unset.
 	DefaultRolloutStrategy = RolloutAll
 	// DefaultMaxConcurrency is spec.rollout.progressive.maxConcurrency

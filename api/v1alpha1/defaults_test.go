@@ -37,6 +37,9 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		"myapps:spec.rollout.progressive.progressDeadline":              DefaultProgressDeadline,
 		"myapps:spec.rollout.progressive.onFailure":                     string(DefaultOnFailure),
 		"memberclusters:spec.syncMode":                                  string(DefaultSyncMode),
+		"myapps:spec.deletionPolicy":                                    string(DefaultDeletionPolicy),
+		"works:spec.deletionPolicy":                                     string(DefaultDeletionPolicy),
+		"memberclusters:spec.deletionPolicy":                            string(DefaultMemberClusterDeletionPolicy),
 	}
 	// inherited are the ends of field paths whose defaults come with
 	// embedded Kubernetes types (corev1.EnvVar and corev1.ContainerPort),

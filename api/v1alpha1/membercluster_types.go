@@ -35,6 +35,16 @@ type MemberClusterSpec struct {
 	// +kubebuilder:default=Pull
 	// +optional
 	SyncMode SyncMode `json:"syncMode,omitempty"`
+	// DeletionPolicy says what happens to the workloads in the member when
+	// this MemberCluster is deleted. The hub first drains it (replicas move
+	// to other members, as in a graceful failover); then the member's
+	// copies are deleted only with Delete, and kept running, released from
+	// Flotilla, with Orphan (the default: removing a cluster from the fleet
+	// should not take down what runs in it). A MyApp's own Orphan policy
+	// wins over Delete.
+	// +kubebuilder:default=Orphan
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // MemberClusterStatus is the member as the hub last heard of it.

@@ -55,7 +55,28 @@ type MyAppSpec struct {
 	// Rollout says how a change to what runs reaches the clusters.
 	// +optional
 	Rollout *RolloutPolicy `json:"rollout,omitempty"`
+
+	// DeletionPolicy says what happens in the members to the objects of a
+	// Work the hub removes (the MyApp deleted, a cluster descheduled):
+	// Delete removes them; Orphan leaves them running and takes Flotilla's
+	// labels and field ownership off them, so nothing of Flotilla's
+	// touches them again.
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
+
+// DeletionPolicy is what happens to member objects Flotilla stops managing.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete: the member objects are deleted.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan: the member objects keep running, released
+	// (Flotilla's labels, annotation and field ownership removed).
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
 
 // PodTemplate is the subset of a pod template a MyApp can set. The hub
 // renders one container named "app" from it and spec.image.

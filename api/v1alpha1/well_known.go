@@ -68,6 +68,9 @@ const (
 
 	// MyAppFinalizer holds a MyApp until its Works are gone from the hub.
 	MyAppFinalizer = "flotilla.dev/cleanup"
+	// MemberClusterFinalizer holds a deleted MemberCluster until the hub
+	// drained it: its replicas moved to other members and its Works gone.
+	MemberClusterFinalizer = "flotilla.dev/drain"
 
 	// ClusterNamespacePrefix prefixes the hub namespace that holds one
 	// member's Works: flotilla-cluster-<member name>.
@@ -135,4 +138,7 @@ const (
 	// DeletionIntentDescheduled: the scheduler no longer places the MyApp
 	// on the Work's cluster (moved away, evicted, the placement changed).
 	DeletionIntentDescheduled = "Descheduled"
+	// DeletionIntentClusterDeleted: the Work's MemberCluster is being
+	// deleted and was drained.
+	DeletionIntentClusterDeleted = "ClusterDeleted"
 )

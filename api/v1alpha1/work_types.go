@@ -12,6 +12,15 @@ type WorkSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	Manifests []Manifest `json:"manifests"`
+	// DeletionPolicy is what the agent does with the member objects when
+	// the Work is deleted or pruned, or an object is dropped from it:
+	// Delete (the default) or Orphan (release them). The hub renders it
+	// from the MyApp's policy and, while the cluster drains, the
+	// MemberCluster's. The agent records it with the applied set, so a
+	// prune after a restart still honours it.
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // Manifest is one Kubernetes object to apply.
