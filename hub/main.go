@@ -16,6 +16,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/controllers/membercluster"
 	"github.com/flotilla-dev/flotilla/hub/setup"
+	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
 func main() {
@@ -43,6 +44,8 @@ func run() error {
 	fs.Float64Var(&opts.Evictions.BrakeThreshold, "partition-brake-threshold", membercluster.DefaultBrakeThreshold, "when more than this share of the members (0-1) fall silent within one heartbeat grace period, the hub assumes it is the one cut off and taints (evicts) none of them; 1 turns the brake off")
 	fs.IntVar(&opts.Evictions.RateLimit, "eviction-rate-limit", membercluster.DefaultEvictionRateLimit, "the most members tainted unreachable per --eviction-rate-interval; the others wait (0 means the default; a negative value turns the limit off)")
 	fs.DurationVar(&opts.Evictions.RateInterval, "eviction-rate-interval", membercluster.DefaultEvictionRateInterval, "the interval of --eviction-rate-limit")
+	fs.Float64Var(&opts.MemberDeleteRate, "member-delete-rate", syncserver.DefaultDeleteRate, "Work deletions sent to each member's agent per second once --member-delete-burst is used up; the others wait, counted by flotilla_sync_deletions_pending (0 means the default; a negative value turns the limit off)")
+	fs.IntVar(&opts.MemberDeleteBurst, "member-delete-burst", syncserver.DefaultDeleteBurst, "Work deletions sent to a member's agent at once before --member-delete-rate paces them (0 means the default)")
 	fs.DurationVar(&opts.HeartbeatWriteInterval, "heartbeat-write-interval", membercluster.DefaultHeartbeatWriteInterval, "the most often a healthy member's heartbeat alone is written to its status")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -74,6 +75,13 @@ type Options struct {
 	// Evictions configure the partition brake and the eviction rate limit
 	// (zero values: the defaults).
 	Evictions membercluster.EvictionOptions
+	// MemberDeleteRate and MemberDeleteBurst pace the Work deletions the
+	// sync server sends each member's agent: MemberDeleteBurst at once,
+	// then MemberDeleteRate per second (syncserver.Config.DeleteRate and
+	// DeleteBurst). Zero values mean the defaults; a negative rate turns
+	// the limit off; a negative burst is refused.
+	MemberDeleteRate  float64
+	MemberDeleteBurst int
 	// Logger is the manager's logger.
 	Logger logr.Logger
 	// Registerer is where the sync server's metrics go (default:
@@ -130,6 +138,9 @@ type Hub struct {
 func New(ctx context.Context, opts Options) (*Hub, error) {
 	if opts.Config == nil {
 		return nil, errors.New("hub: a kubeconfig is required")
+	}
+	if err := validateOptions(opts); err != nil {
+		return nil, err
 	}
 	scheme, err := Scheme()
 	if err != nil {
@@ -274,6 +285,9 @@ func setupSync(ctx context.Context, mgr ctrl.Manager, opts Options, hub *Hub, mc
 		TLS:        tlsCfg,
 		Registerer: registerer,
 		Logger:     opts.Logger,
+
+		DeleteRate:  opts.MemberDeleteRate,
+		DeleteBurst: opts.MemberDeleteBurst,
 	})
 	if err != nil {
 		return err
@@ -333,6 +347,18 @@ func (r *syncRunnable) Start(ctx context.Context) error {
 	case err := <-errCh:
 		return err
 	}
+}
+
+// validateOptions refuses values the hub's flags must not have, naming
+// the flag.
+func validateOptions(opts Options) error {
+	if math.IsNaN(opts.MemberDeleteRate) {
+		return errors.New("--member-delete-rate is NaN: give Work deletions per second per member (0 means the default, a negative value turns the limit off)")
+	}
+	if opts.MemberDeleteBurst < 0 {
+		return fmt.Errorf("--member-delete-burst is %d: it must not be negative (0 means the default, %d)", opts.MemberDeleteBurst, syncserver.DefaultDeleteBurst)
+	}
+	return nil
 }
 
 func ptrDuration(d time.Duration) *time.Duration { return &d }

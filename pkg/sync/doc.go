@@ -84,6 +84,25 @@
 // sent later adopts them again with server-side apply. A Work whose
 // vanishing the source cannot account for is orphaned, never deleted.
 //
+// Intended deletions are paced per member, so that a hub bug that marks
+// and deletes many Works cannot empty a member in one burst. Each stream
+// has a token bucket: server.Config.DeleteBurst deletes at once, then
+// Config.DeleteRate per second (50 and 2 by default: the hub's
+// --member-delete-burst and --member-delete-rate; the constants' comment
+// says why). A WorkDelete that finds no token waits in a list of its own,
+// oldest first, outside the stream's queue, so upserts and orphans of
+// other Works, and other agents, go on at once. When its turn comes the
+// Work is read from the source again, as for every send: a Work re-created
+// meanwhile is upserted, never deleted (its change, when it comes through
+// the queue first, takes it off the list at once). The gauge
+// flotilla_sync_deletions_pending{cluster} counts the waiting deletes, and
+// the server logs once per stream when pacing starts. The pacing lives in
+// the stream: a new one starts with a full bucket and forgets what
+// waited. Those Works are gone from the hub, so its snapshot leaves them
+// out and the agent prunes them, under the deletion brake rather than the
+// rate: a reconnect in the middle of a mass deletion releases the rest at
+// once, unless the brake holds them. Snapshot prunes are never paced.
+//
 // A snapshot lists only what to keep, so a held Work absent from it would
 // be pruned. The server therefore sends WorkOrphan, before
 // SnapshotComplete, for every held Work the source saw vanish without the

@@ -2,8 +2,9 @@
 // introduces the hub by its fleet id, streams each member cluster's Works
 // to its agent, and passes the agent's status reports, heartbeats,
 // refusals and prune reports on to the hub, and an admin's prune
-// confirmations back (ConfirmPrune). The protocol, flow control
-// and what happens when a queue is full are described in pkg/sync.
+// confirmations back (ConfirmPrune). It paces the deletions it sends each
+// agent (Config.DeleteRate, DeleteBurst). The protocol, flow control, the
+// pacing and what happens when a queue is full are described in pkg/sync.
 //
 // The server depends only on the interfaces in interfaces.go, so tests run
 // it without a cluster:

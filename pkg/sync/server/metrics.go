@@ -31,6 +31,9 @@ type metrics struct {
 	queueWait     prometheus.Histogram
 	streamsClosed *prometheus.CounterVec
 	orphaned      *prometheus.CounterVec
+	// deletionsPending is written only under Server.mu, by the cluster's
+	// current stream (see session.setDeletesWaiting).
+	deletionsPending *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -69,8 +72,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "flotilla_sync_works_orphaned_total",
 			Help: "Works that vanished from the hub without the deletion-intent annotation, whose member objects the agent was told to keep running (WorkOrphan), by cluster.",
 		}, []string{"cluster"}),
+		deletionsPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flotilla_sync_deletions_pending",
+			Help: "WorkDeletes for a cluster's agent that wait for the per-member delete rate limit (the hub's --member-delete-rate and --member-delete-burst); above zero for long means the hub is deleting much more than usual on that member.",
+		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.orphaned} {
+	for _, c := range []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.orphaned, m.deletionsPending} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -35,6 +37,20 @@ const (
 	// server tolerates from agents; an agent pinging more often is sent
 	// GOAWAY (too_many_pings). The agent's default is 30s.
 	DefaultMinPingInterval = 10 * time.Second
+
+	// DefaultDeleteBurst and DefaultDeleteRate pace the WorkDeletes sent
+	// to each member's agent: 50 at once, then 2 per second. Normal use
+	// never waits: deleting a MyApp sends one delete per member, and the
+	// failover or failback of up to 50 apps from one member goes out at
+	// once; even a namespace of 200 MyApps deleted together is gone from a
+	// member within about 75 seconds. A hub bug that marks and deletes
+	// every Work, though, empties a member of 2,000 Works over some 16
+	// minutes instead of in one burst, while flotilla_sync_deletions_pending
+	// shows the backlog: time for an alert to reach someone who stops the
+	// hub. Deliberate mass deletions (tearing down a whole environment)
+	// go at the same pace; raise the hub's --member-delete-rate for them.
+	DefaultDeleteBurst = 50
+	DefaultDeleteRate  = 2.0
 )
 
 // Config is what a Server needs. Works, Clusters and TLS are required.
@@ -87,6 +103,16 @@ type Config struct {
 	// MinPingInterval is the keepalive enforcement policy: the shortest
 	// ping interval allowed from agents. Zero means DefaultMinPingInterval.
 	MinPingInterval time.Duration
+
+	// DeleteRate and DeleteBurst pace the WorkDeletes sent to each agent,
+	// with a token bucket per stream: DeleteBurst at once, then DeleteRate
+	// per second. A delete that must wait does not hold up anything else;
+	// flotilla_sync_deletions_pending{cluster} counts those waiting (see
+	// pkg/sync, Deletion intent). Zero means DefaultDeleteRate and
+	// DefaultDeleteBurst; a negative (or infinite) DeleteRate turns the
+	// limit off. A negative DeleteBurst or a NaN DeleteRate is an error.
+	DeleteRate  float64
+	DeleteBurst int
 }
 
 func (c *Config) defaults() error {
@@ -116,6 +142,18 @@ func (c *Config) defaults() error {
 	}
 	if c.MinPingInterval <= 0 {
 		c.MinPingInterval = DefaultMinPingInterval
+	}
+	if math.IsNaN(c.DeleteRate) {
+		return errors.New("sync server: Config.DeleteRate is NaN; give deletes per second, 0 for the default, or a negative value for no limit")
+	}
+	if c.DeleteRate == 0 {
+		c.DeleteRate = DefaultDeleteRate
+	}
+	if c.DeleteBurst < 0 {
+		return fmt.Errorf("sync server: Config.DeleteBurst is %d; it must not be negative (0 means the default, %d)", c.DeleteBurst, DefaultDeleteBurst)
+	}
+	if c.DeleteBurst == 0 {
+		c.DeleteBurst = DefaultDeleteBurst
 	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
@@ -294,6 +332,9 @@ type Stats struct {
 	MaxQueueDepth int
 	// SnapshotSent says the snapshot (with SnapshotComplete) went out.
 	SnapshotSent bool
+	// DeletionsPending is how many WorkDeletes wait for the delete rate
+	// limit (Config.DeleteRate).
+	DeletionsPending int
 }
 
 // Stats returns cluster's stream statistics; ok is false when cluster has
@@ -307,6 +348,7 @@ func (s *Server) Stats(cluster string) (st Stats, ok bool) {
 	}
 	st.QueueDepth, st.MaxQueueDepth = sess.queue.depth()
 	st.SnapshotSent = sess.snapshotSent.Load()
+	st.DeletionsPending = int(sess.deletesWaiting.Load())
 	return st, true
 }
 
@@ -319,6 +361,9 @@ func (s *Server) register(sess *session) {
 	old := s.sessions[sess.cluster]
 	s.sessions[sess.cluster] = sess
 	s.metrics.connected.Set(float64(len(s.sessions)))
+	// A new stream starts with no deletes waiting, whatever the one it
+	// replaces had.
+	s.metrics.deletionsPending.WithLabelValues(sess.cluster).Set(0)
 	s.mu.Unlock()
 	if old != nil {
 		old.cancel(status.Errorf(codes.Aborted,
@@ -338,6 +383,7 @@ func (s *Server) unregister(sess *session, reason error) {
 	if current {
 		delete(s.sessions, sess.cluster)
 		s.metrics.queueDepth.DeleteLabelValues(sess.cluster)
+		s.metrics.deletionsPending.DeleteLabelValues(sess.cluster)
 	}
 	s.metrics.connected.Set(float64(len(s.sessions)))
 	s.mu.Unlock()

@@ -48,6 +48,11 @@ type session struct {
 	// what its hello said, then updated with every upsert and delete sent.
 	// Only the send loop touches it.
 	held map[string]heldWork
+
+	// pacer paces this stream's WorkDeletes (nil: no limit); only the
+	// send loop touches it. deletesWaiting mirrors its backlog for Stats.
+	pacer          *deletePacer
+	deletesWaiting atomic.Int64
 }
 
 var errShuttingDown = status.Error(codes.Unavailable, "hub is shutting down; reconnect later")
@@ -143,6 +148,7 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 		held:    h.held,
 		epoch:   epoch,
 		confirm: make(chan struct{}, 1),
+		pacer:   newDeletePacer(s.cfg.DeleteRate, s.cfg.DeleteBurst),
 		info: AgentInfo{
 			Identity:          identity,
 			Version:           h.version,
@@ -178,7 +184,10 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 	// ending the stream: returning from the handler finishes the stream,
 	// which unblocks that Send.
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- sess.sendLoop() }()
+	go func() {
+		defer sess.pacer.stop()
+		sendErr <- sess.sendLoop()
+	}()
 
 	defer func() { sess.log.Info("agent stream ended", "code", status.Code(err).String(), "reason", err) }()
 	for {
@@ -382,6 +391,12 @@ func (sess *session) sendLoop() error {
 			}
 			sess.log.Info("sent a prune confirmation", "epoch", sess.epoch)
 			continue
+		case <-sess.pacer.ready():
+			sess.pacer.fired()
+			if err := sess.sendWaitingDeletes(); err != nil {
+				return err
+			}
+			continue
 		case <-sess.queue.ready:
 		}
 		for {
@@ -390,7 +405,7 @@ func (sess *session) sendLoop() error {
 				break
 			}
 			sess.srv.metrics.queueWait.Observe(time.Since(queued).Seconds())
-			if err := sess.sync(name); err != nil {
+			if err := sess.sync(name, false); err != nil {
 				return err
 			}
 		}
@@ -499,29 +514,109 @@ func (sess *session) ours(w *v1alpha1.Work) bool {
 }
 
 // sync sends whatever brings the agent's copy of Work name up to date,
-// reading the Work's latest state from the source.
-func (sess *session) sync(name string) error {
+// reading the Work's latest state from the source. A delete waits for the
+// pacer unless paced says its token is already taken. Whatever else is
+// sent for a Work whose delete waits (an upsert of the Work re-created,
+// an orphan) takes it off the waiting list: the delete is off.
+func (sess *session) sync(name string, paced bool) error {
 	w, err := sess.srv.cfg.Works.GetWork(sess.cluster, name)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "reading Work %q of cluster %q: %v", name, sess.cluster, err)
 	}
 	if w == nil {
 		if _, held := sess.held[name]; !held {
+			sess.stopWaiting(name)
 			return nil
 		}
 		// Only a deletion the hub meant deletes the member objects; a
 		// Work that vanished without the mark (or whose vanishing the
 		// source cannot account for) is orphaned.
 		if reason, known := sess.srv.cfg.Works.DeletionIntent(sess.cluster, name); known && reason != "" {
-			return sess.delete(name)
+			if paced {
+				return sess.delete(name)
+			}
+			return sess.deleteOrWait(name)
 		}
+		sess.stopWaiting(name)
 		return sess.orphan(name)
 	}
+	sess.stopWaiting(name)
 	if !sess.ours(w) {
 		return nil
 	}
 	_, err = sess.upsert(w)
 	return err
+}
+
+// deleteOrWait sends WorkDelete for name when the pacer has a token and no
+// older delete waits; otherwise name waits its turn (in place, when it
+// already waits) and the send loop goes on with other Works.
+func (sess *session) deleteOrWait(name string) error {
+	p := sess.pacer
+	if p == nil {
+		return sess.delete(name)
+	}
+	if p.has(name) {
+		return nil
+	}
+	now := time.Now()
+	if p.len() == 0 && p.allow(now) {
+		return sess.delete(name)
+	}
+	p.push(name)
+	sess.setDeletesWaiting(p.len())
+	if !p.logged {
+		p.logged = true
+		sess.log.Info("pacing Work deletions to this member: more arrived at once than the burst allows; the rest follow at the delete rate (see flotilla_sync_deletions_pending)",
+			"ratePerSecond", float64(p.limiter.Limit()), "burst", p.limiter.Burst(), "firstWaiting", name)
+	}
+	p.arm(now)
+	return nil
+}
+
+// sendWaitingDeletes sends the waiting deletes, oldest first, while the
+// pacer has tokens, and arms its timer for the rest. Each is read from
+// the source again when its turn comes, so a Work re-created meanwhile is
+// upserted, not deleted (the token it took is not given back: pacing errs
+// only on the slow side).
+func (sess *session) sendWaitingDeletes() error {
+	p := sess.pacer
+	for {
+		name, ok := p.front()
+		if !ok {
+			return nil
+		}
+		now := time.Now()
+		if !p.allow(now) {
+			p.arm(now)
+			return nil
+		}
+		p.remove(name)
+		sess.setDeletesWaiting(p.len())
+		if err := sess.sync(name, true); err != nil {
+			return err
+		}
+	}
+}
+
+// stopWaiting takes name off the pacer's waiting list, if it is there.
+func (sess *session) stopWaiting(name string) {
+	if sess.pacer != nil && sess.pacer.remove(name) {
+		sess.setDeletesWaiting(sess.pacer.len())
+	}
+}
+
+// setDeletesWaiting records the pacer's backlog, in Stats and, while this
+// stream is its cluster's current one, in flotilla_sync_deletions_pending
+// (a replaced stream winding down must not overwrite its successor's).
+func (sess *session) setDeletesWaiting(n int) {
+	sess.deletesWaiting.Store(int64(n))
+	s := sess.srv
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.sessions[sess.cluster] == sess {
+		s.metrics.deletionsPending.WithLabelValues(sess.cluster).Set(float64(n))
+	}
 }
 
 // upsert sends w unless the agent already holds this uid and generation.
