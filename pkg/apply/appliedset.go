@@ -25,6 +25,10 @@ import (
 // a JSON array of AppliedObject.
 const recordObjectsKey = "objects"
 
+// recordPolicyKey is the ConfigMap data key holding the Work's deletion
+// policy when it is not Delete.
+const recordPolicyKey = "deletionPolicy"
+
 // AppliedObject is one object in a Work's applied set: what the Applier
 // applied (or is about to apply) for the Work. UID is empty for an object
 // recorded before its first apply returned; such an entry matches a live
@@ -41,6 +45,9 @@ type AppliedObject struct {
 type record struct {
 	work    string
 	objects []AppliedObject
+	// policy is the Work's spec.deletionPolicy as last applied: what
+	// Delete and Prune do with the objects (delete or release them).
+	policy v1alpha1.DeletionPolicy
 	// resourceVersion is that of the record's ConfigMap; empty when it has
 	// none yet.
 	resourceVersion string
@@ -187,7 +194,7 @@ func decodeRecord(cm *unstructured.Unstructured) (*record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the data: %w", err)
 	}
-	r := &record{work: work, resourceVersion: cm.GetResourceVersion()}
+	r := &record{work: work, resourceVersion: cm.GetResourceVersion(), policy: v1alpha1.DeletionPolicy(data[recordPolicyKey])}
 	if raw := data[recordObjectsKey]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &r.objects); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", recordObjectsKey, err)
@@ -230,7 +237,11 @@ func (a *Applier) encodeRecord(r *record) (*unstructured.Unstructured, error) {
 	cm.SetLabels(labels)
 	cm.SetAnnotations(map[string]string{v1alpha1.AnnotationWork: r.work})
 	cm.SetResourceVersion(r.resourceVersion)
-	if err := unstructured.SetNestedStringMap(cm.Object, map[string]string{recordObjectsKey: string(raw)}, "data"); err != nil {
+	data := map[string]string{recordObjectsKey: string(raw)}
+	if r.policy != "" && r.policy != v1alpha1.DeletionPolicyDelete {
+		data[recordPolicyKey] = string(r.policy)
+	}
+	if err := unstructured.SetNestedStringMap(cm.Object, data, "data"); err != nil {
 		return nil, err
 	}
 	return cm, nil
@@ -244,9 +255,18 @@ func (a *Applier) encodeRecord(r *record) (*unstructured.Unstructured, error) {
 // an object: at worst it remembers one that is gone, which the next
 // deletion finds NotFound and forgets.
 func (a *Applier) writeRecord(ctx context.Context, work string, objects []AppliedObject) error {
+	var policy v1alpha1.DeletionPolicy
+	if prev := a.set.get(work); prev != nil {
+		policy = prev.policy
+	}
+	return a.writeRecordPolicy(ctx, work, objects, policy)
+}
+
+// writeRecordPolicy is writeRecord with the Work's deletion policy.
+func (a *Applier) writeRecordPolicy(ctx context.Context, work string, objects []AppliedObject, policy v1alpha1.DeletionPolicy) error {
 	sortObjects(objects)
 	prev := a.set.get(work)
-	r := &record{work: work, objects: objects}
+	r := &record{work: work, objects: objects, policy: policy}
 	if prev != nil {
 		r.resourceVersion = prev.resourceVersion
 	}
@@ -290,7 +310,7 @@ func (a *Applier) mergeStored(ctx context.Context, r *record) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	merged := &record{work: r.work, objects: slices.Clone(r.objects)}
+	merged := &record{work: r.work, objects: slices.Clone(r.objects), policy: r.policy}
 	if stored != nil {
 		merged.resourceVersion = stored.resourceVersion
 		for _, o := range stored.objects {

@@ -216,7 +216,7 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 	// never happened could not be deleted by anyone later.
 	recErr := a.ensureLoaded(ctx)
 	if recErr == nil {
-		recErr = a.recordIntent(ctx, work.Name, wanted)
+		recErr = a.recordIntent(ctx, work.Name, wanted, work.Spec.DeletionPolicy)
 	}
 	for i, obj := range desired {
 		switch {

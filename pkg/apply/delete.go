@@ -98,7 +98,11 @@ func (a *Applier) Prune(ctx context.Context, keep sets.Set[string], confirmed bo
 	for _, r := range a.set.all() {
 		held += len(r.objects)
 		if !keep.Has(r.work) {
-			wouldDelete += len(r.objects)
+			// Released objects keep running: only deletions weigh on the
+			// brake.
+			if effectivePolicy(r) == v1alpha1.DeletionPolicyDelete {
+				wouldDelete += len(r.objects)
+			}
 			works = append(works, r.work)
 		}
 	}
@@ -149,13 +153,16 @@ func (a *Applier) mayDelete(ctx context.Context) error {
 }
 
 // recordIntent adds to Work work's record the objects of ids it does not
-// hold yet, without UIDs, before they are applied. The caller holds the
-// Work's lock. Re-applying a Work whose objects are all recorded writes
-// nothing.
-func (a *Applier) recordIntent(ctx context.Context, work string, ids []v1alpha1.ResourceIdentifier) error {
+// hold yet, without UIDs, before they are applied, and the Work's deletion
+// policy. The caller holds the Work's lock. Re-applying a Work whose
+// objects are all recorded, with the same policy, writes nothing.
+func (a *Applier) recordIntent(ctx context.Context, work string, ids []v1alpha1.ResourceIdentifier, policy v1alpha1.DeletionPolicy) error {
+	if policy == "" {
+		policy = v1alpha1.DeletionPolicyDelete
+	}
 	rec := a.set.get(work)
 	if rec == nil {
-		rec = &record{work: work}
+		rec = &record{work: work, policy: v1alpha1.DeletionPolicyDelete}
 	}
 	objects := slices.Clone(rec.objects)
 	for _, id := range ids {
@@ -163,10 +170,18 @@ func (a *Applier) recordIntent(ctx context.Context, work string, ids []v1alpha1.
 			objects = append(objects, AppliedObject{ResourceIdentifier: id})
 		}
 	}
-	if len(objects) == len(rec.objects) {
+	if len(objects) == len(rec.objects) && effectivePolicy(rec) == policy {
 		return nil
 	}
-	return a.writeRecord(ctx, work, objects)
+	return a.writeRecordPolicy(ctx, work, objects, policy)
+}
+
+// effectivePolicy is r's deletion policy, Delete when unset.
+func effectivePolicy(r *record) v1alpha1.DeletionPolicy {
+	if r == nil || r.policy == "" {
+		return v1alpha1.DeletionPolicyDelete
+	}
+	return r.policy
 }
 
 // recordApplied writes the UIDs the apply returned into Work work's
@@ -227,18 +242,29 @@ func (a *Applier) deleteDropped(ctx context.Context, work string, wanted []v1alp
 	return err
 }
 
-// deleteRecorded deletes objs, entries of Work work's record, and removes
-// from the record every entry it is done with (deleted, gone, or no longer
-// the Work's); entries whose deletion failed stay. The caller holds the
-// Work's lock and checked mayDelete.
+// deleteRecorded deletes objs, entries of Work work's record, or, when the
+// record's deletion policy is Orphan, releases them (see releaseObject),
+// and removes from the record every entry it is done with (deleted,
+// released, gone, or no longer the Work's); entries whose deletion failed
+// stay. It returns what it deleted, never what it released. The caller
+// holds the Work's lock and checked mayDelete.
 func (a *Applier) deleteRecorded(ctx context.Context, work string, objs []AppliedObject) ([]v1alpha1.ResourceIdentifier, error) {
 	var deleted []v1alpha1.ResourceIdentifier
 	var errs []error
 	done := map[v1alpha1.ResourceIdentifier]bool{}
+	orphan := effectivePolicy(a.set.get(work)) == v1alpha1.DeletionPolicyOrphan
 	for _, o := range objs {
-		ok, err := a.deleteObject(ctx, work, o)
+		var ok bool
+		var err error
+		verb := "deleting"
+		if orphan {
+			verb = "releasing"
+			err = a.releaseObject(ctx, work, o)
+		} else {
+			ok, err = a.deleteObject(ctx, work, o)
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("deleting %s: %w", describe(o.ResourceIdentifier), err))
+			errs = append(errs, fmt.Errorf("%s %s: %w", verb, describe(o.ResourceIdentifier), err))
 			continue
 		}
 		done[o.ResourceIdentifier] = true
