@@ -1,0 +1,108 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+)
+
+// releasedLabels are the labels Apply puts on an object, which a release
+// takes off.
+var releasedLabels = []string{
+	v1alpha1.LabelWork, v1alpha1.LabelFleet, v1alpha1.LabelCluster,
+	v1alpha1.LabelMyAppName, v1alpha1.LabelMyAppNamespace,
+}
+
+// releaseObject hands the live object o names back to the member, when it
+// still is the one recorded for Work work (the checks of deleteObject):
+// it keeps running, without Flotilla's labels and annotation and without
+// the Applier's field ownership (its managedFields entries), so no later
+// apply, prune or drift repair of this or another Flotilla agent touches
+// it, and whoever manages it next owns its fields alone. It is one merge
+// patch, conditional on the object's resourceVersion: an object changed
+// meanwhile is read again on the next call. A gone, replaced or no longer
+// Flotilla's object needs nothing and returns nil.
+func (a *Applier) releaseObject(ctx context.Context, work string, o AppliedObject) error {
+	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
+	live, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: o.Namespace, Name: o.Name})
+	switch {
+	case meta.IsNoMatchError(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading it: %w", err)
+	case live == nil:
+		return nil
+	}
+	logger := log.FromContext(ctx).WithValues("work", work, "object", describe(o.ResourceIdentifier))
+	if o.UID != "" && live.GetUID() != o.UID {
+		logger.Info("not releasing an object that replaced the recorded one", "recordedUID", o.UID, "uid", live.GetUID())
+		return nil
+	}
+	if reason := a.notDeletable(live, work); reason != "" {
+		logger.Info("not releasing a recorded object that is no longer the Work's: "+reason, "uid", live.GetUID())
+		return nil
+	}
+	patch, err := releasePatch(live.GetLabels(), live.GetAnnotations(), live.GetManagedFields(), a.owner, live.GetResourceVersion())
+	if err != nil {
+		return err
+	}
+	err = a.writer.Patch(ctx, live, client.RawPatch(types.MergePatchType, patch))
+	switch {
+	case err == nil:
+		logger.Info("released: it keeps running, no longer managed by Flotilla", "uid", live.GetUID())
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil
+	default:
+		return err
+	}
+}
+
+// releasePatch is the merge patch that removes Flotilla's labels and
+// annotation and the managedFields entries of manager owner, at
+// resourceVersion rv.
+func releasePatch(labels, annotations map[string]string, managed []metav1.ManagedFieldsEntry, owner, rv string) ([]byte, error) {
+	md := map[string]any{"resourceVersion": rv}
+	dropLabels := map[string]any{}
+	for _, k := range releasedLabels {
+		if _, ok := labels[k]; ok {
+			dropLabels[k] = nil
+		}
+	}
+	if len(dropLabels) > 0 {
+		md["labels"] = dropLabels
+	}
+	if _, ok := annotations[v1alpha1.AnnotationWork]; ok {
+		md["annotations"] = map[string]any{v1alpha1.AnnotationWork: nil}
+	}
+	kept := make([]metav1.ManagedFieldsEntry, 0, len(managed))
+	for _, e := range managed {
+		if e.Manager != owner {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) < len(managed) {
+		if len(kept) == 0 {
+			// An empty list leaves managedFields as they are; a list with
+			// one empty entry clears them.
+			md["managedFields"] = []map[string]any{{}}
+		} else {
+			md["managedFields"] = kept
+		}
+	}
+	b, err := json.Marshal(map[string]any{"metadata": md})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the release patch: %w", err)
+	}
+	return b, nil
+}
