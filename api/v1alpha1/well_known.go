@@ -136,9 +136,7 @@ const (
 	// gone and its Works are cleaned up).
 	DeletionIntentMyAppDeleted = "MyAppDeleted"
 	// DeletionIntentDescheduled: the scheduler no longer places the MyApp
-	// on the Work's cluster (moved away, evicted, the placement changed).
+	// on the Work's cluster (moved away, evicted, the placement changed,
+	// the MemberCluster drained for its deletion).
 	DeletionIntentDescheduled = "Descheduled"
-	// DeletionIntentClusterDeleted: the Work's MemberCluster is being
-	// deleted and was drained.
-	DeletionIntentClusterDeleted = "ClusterDeleted"
 )

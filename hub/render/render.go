@@ -269,9 +269,33 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 				flotillav1.LabelCluster:        cluster,
 			},
 		},
-		Spec: flotillav1.WorkSpec{Manifests: []flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
+		Spec: flotillav1.WorkSpec{
+			Manifests:      []flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}},
+			DeletionPolicy: DeletionPolicy(app, mc),
+		},
 	}
 	return w, deploymentReplicas(replicas, ov), nil
+}
+
+// DeletionPolicy is the deletion policy of app's Work in cluster mc (nil
+// when unknown): Orphan when the MyApp says so, or when mc is being deleted
+// and its own policy (Orphan by default) says so; Delete otherwise.
+func DeletionPolicy(app *flotillav1.MyApp, mc *flotillav1.MemberCluster) flotillav1.DeletionPolicy {
+	if app.Spec.DeletionPolicy == flotillav1.DeletionPolicyOrphan {
+		return flotillav1.DeletionPolicyOrphan
+	}
+	if mc != nil && !mc.DeletionTimestamp.IsZero() && mc.Spec.DeletionPolicy != flotillav1.DeletionPolicyDelete {
+		return flotillav1.DeletionPolicyOrphan
+	}
+	return flotillav1.DeletionPolicyDelete
+}
+
+// PolicyOf is w's deletion policy, Delete when unset.
+func PolicyOf(w *flotillav1.Work) flotillav1.DeletionPolicy {
+	if w.Spec.DeletionPolicy == "" {
+		return flotillav1.DeletionPolicyDelete
+	}
+	return w.Spec.DeletionPolicy
 }
 
 // SameManifests says whether two Works ask for the same objects, comparing

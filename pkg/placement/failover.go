@@ -138,6 +138,15 @@ func matchToleration(tols []corev1.Toleration, t *corev1.Taint) *corev1.Tolerati
 // started, so a limited toleration counts as expired; the hub always sets
 // TimeAdded on the taints it manages. PreferNoSchedule taints are ignored.
 func (s *scheduler) assessHealth(c *cluster) {
+	if !c.mc.DeletionTimestamp.IsZero() {
+		// A MemberCluster being deleted drains: it runs nothing, whatever
+		// the app tolerates.
+		x := c.issues()
+		x.evictReason, x.evictMsg = EvictionReasonClusterDeleting, "the MemberCluster is being deleted"
+		x.block, x.blockFilter = "being deleted", FilterTaintToleration
+		c.evict = true
+		return
+	}
 	var noExecute, noSchedule string
 	for i := range c.mc.Spec.Taints {
 		t := &c.mc.Spec.Taints[i]

@@ -70,6 +70,15 @@ func unreachableSince(t time.Time) clusterOpt {
 	}
 }
 
+// deleting marks the MemberCluster deleted (held by the drain finalizer).
+func deleting() clusterOpt {
+	return func(mc *v1alpha1.MemberCluster) {
+		ts := metav1.NewTime(t0.Add(-time.Second))
+		mc.DeletionTimestamp = &ts
+		mc.Finalizers = []string{v1alpha1.MemberClusterFinalizer}
+	}
+}
+
 func taint(key, value string, effect corev1.TaintEffect, added *time.Time) clusterOpt {
 	return func(mc *v1alpha1.MemberCluster) {
 		t := corev1.Taint{Key: key, Value: value, Effect: effect}

@@ -587,6 +587,16 @@ func TestScheduleTaints(t *testing.T) {
 			},
 		},
 		{
+			name: "a MemberCluster being deleted is evicted at once, whatever the app tolerates",
+			in: Input{Replicas: 12, Placement: v1alpha1.Placement{ReplicaScheduling: st.ReplicaScheduling,
+				ClusterTolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}},
+				Previous: decision("a=4 b=4 c=4"),
+				Clusters: []v1alpha1.MemberCluster{member("a"), member("b", deleting()), member("c")}},
+			want:        "a=6 c=6",
+			wantEvicted: "b=4:ClusterDeleting",
+			check:       wantFiltered("b", FilterTaintToleration, "being deleted"),
+		},
+		{
 			name: "untolerated NoExecute taint evicts at once",
 			in: Input{Replicas: 12, Placement: st, Previous: decision("a=4 b=4 c=4"),
 				Clusters: []v1alpha1.MemberCluster{member("a"), member("b", taint("maintenance", "", corev1.TaintEffectNoExecute, &t0)), member("c")}},

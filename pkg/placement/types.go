@@ -136,4 +136,7 @@ const (
 	// EvictionReasonTaintNotTolerated: another NoExecute taint is not
 	// tolerated, or outlived its toleration.
 	EvictionReasonTaintNotTolerated = "TaintNotTolerated"
+	// EvictionReasonClusterDeleting: the MemberCluster is being deleted
+	// and drains; no toleration keeps replicas on it.
+	EvictionReasonClusterDeleting = "ClusterDeleting"
 )

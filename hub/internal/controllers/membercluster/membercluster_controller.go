@@ -40,7 +40,9 @@ const (
 
 // +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=flotilla.dev,resources=works,verbs=get;list;watch
 
 // PruneConfirmer sends an admin's prune confirmation to a member's agent;
 // the sync server is one.
@@ -115,7 +117,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !mc.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, nil
+		return r.drain(ctx, mc)
+	}
+	if err := r.ensureFinalizer(ctx, mc); err != nil {
+		return reconcile.Result{}, err
 	}
 	if err := r.ensureNamespace(ctx, mc.Name); err != nil {
 		return reconcile.Result{}, err

@@ -18,15 +18,17 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *flotillav1.MyApp)
 	if !controllerutil.ContainsFinalizer(app, flotillav1.MyAppFinalizer) {
 		return reconcile.Result{}, nil
 	}
-	works, err := r.works(ctx, app.Namespace, app.Name)
+	s, err := r.read(ctx, app)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if len(works) > 0 {
+	if len(s.works) > 0 {
+		// Each Work goes once its agent knows its deletion policy (see
+		// removeWhenReady).
 		var p plan
-		for _, w := range works {
+		for name, w := range s.works {
 			if w.DeletionTimestamp.IsZero() {
-				p.remove = append(p.remove, w)
+				p.removeWhenReady(app, w, s.clusters.byName[name])
 			}
 		}
 		if _, err := r.writeWorks(ctx, p, flotillav1.DeletionIntentMyAppDeleted); err != nil {
@@ -34,7 +36,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *flotillav1.MyApp)
 		}
 		// The Works' delete events requeue this MyApp; the poll is a
 		// backstop in case the cache misses one.
-		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		return reconcile.Result{RequeueAfter: min(5*time.Second, earliest(5*time.Second, p.requeueAfter))}, nil
 	}
 	patched := app.DeepCopy()
 	controllerutil.RemoveFinalizer(patched, flotillav1.MyAppFinalizer)

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -41,11 +42,46 @@ func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, cl
 	p.evicted(app, decision, clusters, existing, wanted, now)
 	for name, w := range existing {
 		if !wanted[name] && w.DeletionTimestamp.IsZero() {
-			p.remove = append(p.remove, w)
+			p.removeWhenReady(app, w, clusters.byName[name])
 		}
 	}
 	sort.Slice(p.remove, func(i, j int) bool { return p.remove[i].Namespace < p.remove[j].Namespace })
 	return p, nil
+}
+
+// removeWhenReady plans to delete w, a Work of app in cluster mc (nil when
+// the MemberCluster is gone), once the agent knows what to do with its
+// objects. The agent deletes or releases them by the Work's
+// spec.deletionPolicy as it last received it, and a Work's last change
+// and its deletion may reach it as one message, so a Work whose policy is
+// not the one in force (the MyApp's changed, or its cluster drains) is
+// first updated, and an Orphan Work is deleted only once its agent
+// observed it (or the cluster is not Ready, when no agent would hear of
+// the update either: its next snapshot prunes by the recorded policy).
+// Until then the Work stays and the app is looked at again.
+func (p *plan) removeWhenReady(app *flotillav1.MyApp, w *flotillav1.Work, mc *flotillav1.MemberCluster) {
+	policy := render.DeletionPolicy(app, mc)
+	if render.PolicyOf(w) != policy {
+		u := w.DeepCopy()
+		u.Spec.DeletionPolicy = policy
+		p.apply = append(p.apply, u)
+		p.requeueAfter = earliest(p.requeueAfter, policyRecheck)
+		return
+	}
+	if policy == flotillav1.DeletionPolicyOrphan && !workstatus.Observed(w) && clusterReady(mc) {
+		p.requeueAfter = earliest(p.requeueAfter, policyRecheck)
+		return
+	}
+	p.remove = append(p.remove, w)
+}
+
+// policyRecheck is how soon a Work held back by removeWhenReady is looked
+// at again; its status update from the agent usually comes first.
+const policyRecheck = 2 * time.Second
+
+// clusterReady says mc exists and its Ready condition is True.
+func clusterReady(mc *flotillav1.MemberCluster) bool {
+	return mc != nil && meta.IsStatusConditionTrue(mc.Status.Conditions, flotillav1.ConditionReady)
 }
 
 // target renders the Work of one target cluster (at revision rt, when set)
@@ -63,7 +99,8 @@ func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *fl
 		desired.Labels[flotillav1.LabelRevision] = rt.Name
 	}
 	view := appstatus.ClusterView{Name: tc.Name, Assigned: replicas, Member: mc, Work: cur}
-	if cur == nil || !render.SameManifests(cur.Spec.Manifests, desired.Spec.Manifests) || !labelsContain(cur.Labels, desired.Labels) || !cur.DeletionTimestamp.IsZero() {
+	if cur == nil || !render.SameManifests(cur.Spec.Manifests, desired.Spec.Manifests) || render.PolicyOf(cur) != desired.Spec.DeletionPolicy ||
+		!labelsContain(cur.Labels, desired.Labels) || !cur.DeletionTimestamp.IsZero() {
 		p.apply = append(p.apply, desired)
 		// The member has not seen this spec yet.
 		if cur != nil {
@@ -94,9 +131,17 @@ func (p *plan) evicted(app *flotillav1.MyApp, decision *flotillav1.PlacementDeci
 		if cur == nil || wanted[e.Name] {
 			continue
 		}
-		keep := cu.PurgeMode == flotillav1.PurgeNever
-		if cu.PurgeMode != flotillav1.PurgeNever && cu.PurgeMode != flotillav1.PurgeImmediately { // Graciously
-			deadline := e.EvictionTime.Add(time.Duration(*cu.GracePeriodSeconds) * time.Second)
+		mode, since := cu.PurgeMode, e.EvictionTime.Time
+		mc := clusters.byName[e.Name]
+		if mc != nil && !mc.DeletionTimestamp.IsZero() {
+			// A drained cluster's replicas always move graciously: the
+			// cluster is still there, and its Work goes once the
+			// replacements run (or the grace period ends).
+			mode, since = flotillav1.PurgeGraciously, mc.DeletionTimestamp.Time
+		}
+		keep := mode == flotillav1.PurgeNever
+		if mode != flotillav1.PurgeNever && mode != flotillav1.PurgeImmediately { // Graciously
+			deadline := since.Add(time.Duration(*cu.GracePeriodSeconds) * time.Second)
 			if !allAvailable && now.Before(deadline) {
 				keep = true
 				p.requeueAfter = earliest(p.requeueAfter, deadline.Sub(now))
@@ -104,7 +149,13 @@ func (p *plan) evicted(app *flotillav1.MyApp, decision *flotillav1.PlacementDeci
 		}
 		if keep {
 			wanted[e.Name] = true
-			p.views = append(p.views, appstatus.ClusterView{Name: e.Name, Assigned: e.Replicas, Member: clusters.byName[e.Name], Work: cur, Evicting: true})
+			if policy := render.DeletionPolicy(app, mc); render.PolicyOf(cur) != policy {
+				// Tell the agent now what the Work's deletion will mean.
+				u := cur.DeepCopy()
+				u.Spec.DeletionPolicy = policy
+				p.apply = append(p.apply, u)
+			}
+			p.views = append(p.views, appstatus.ClusterView{Name: e.Name, Assigned: e.Replicas, Member: mc, Work: cur, Evicting: true})
 		}
 	}
 	for i, e := range decision.Evicted {

@@ -40,7 +40,7 @@ func (r *Reconciler) allMyApps(ctx context.Context, _ client.Object) []reconcile
 }
 
 // placementRelevant passes MemberCluster events that can change a
-// placement: creation, deletion, labels, spec (taints, topology), and the
+// placement: creation, deletion (and its start: a drain), labels, spec (taints, topology), and the
 // Ready condition's status or transition time. Heartbeats and resource
 // summaries change every few seconds on every cluster; reacting to them would
 // reconcile every MyApp each time, so capacity is read at the next reconcile
@@ -53,7 +53,8 @@ func (placementRelevant) Update(e event.UpdateEvent) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	if !equality.Semantic.DeepEqual(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Spec, n.Spec) {
+	if !equality.Semantic.DeepEqual(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Spec, n.Spec) ||
+		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() {
 		return true
 	}
 	oc := meta.FindStatusCondition(o.Status.Conditions, flotillav1.ConditionReady)
