@@ -41,11 +41,12 @@ manifests: ## Generate CRDs and RBAC into deploy/.
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-agent paths=./agent/... output:rbac:artifacts:config=deploy/agent/rbac
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated code or manifests are out of date.
+verify: generate manifests ## Fail when generated code or manifests are out of date, or go.mod is not tidy.
 	@if [ -n "$$(git status --porcelain -- api deploy pkg hack)" ]; then \
 		echo "generated files are out of date; run 'make generate manifests' and commit:"; \
 		git status --porcelain -- api deploy pkg hack; git --no-pager diff --stat; exit 1; fi
-	@echo "generated code and manifests are up to date"
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod / go.sum are not tidy; run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }
+	@echo "generated code and manifests are up to date, go.mod tidy"
 
 .PHONY: lint
 lint: ## gofmt and go vet.
