@@ -73,7 +73,10 @@
 // informer's delete event (or the last state it knew, for a deletion it
 // missed), whether the vanished Work carried the mark
 // (WorkSource.DeletionIntent). When the server finds a held Work gone, it
-// sends WorkDelete only for a marked one. Otherwise (the Work CRD or the
+// sends WorkDelete only for a marked one. On WorkDelete (and on a prune)
+// the agent deletes the Work's recorded objects, or releases them when the
+// Work it last received has spec.deletionPolicy Orphan (its applied set
+// records the policy, so this holds after a restart too). Otherwise (the Work CRD or the
 // cluster namespace deleted, a hand kubectl delete work, the hub
 // uninstalled with kubectl delete -k deploy/hub) it sends WorkOrphan{name},
 // logs, counts flotilla_sync_works_orphaned_total{cluster}, and forgets the
