@@ -42,8 +42,8 @@ func (f *fixture) assertReleased(a *Applier, ns, name string, uid any) {
 			f.t.Errorf("released Deployment %s/%s still has a managedFields entry of %s (%s)", ns, name, e.Manager, e.Operation)
 		}
 	}
-	if d.Labels["app"] != name || *d.Spec.Replicas != 1 {
-		f.t.Errorf("releasing changed the Deployment's own fields: labels %v, replicas %d", d.Labels, *d.Spec.Replicas)
+	if d.Spec.Template.Labels["app"] != name || *d.Spec.Replicas != 1 {
+		f.t.Errorf("releasing changed the Deployment's own fields: template labels %v, replicas %d", d.Spec.Template.Labels, *d.Spec.Replicas)
 	}
 }
 
