@@ -132,6 +132,12 @@ func TestPlanDeletionPolicy(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// As the cache hands them out: with server-set metadata, which
+			// must not go into an apply.
+			for _, w := range tt.existing {
+				w.ResourceVersion, w.UID = "7", "uid-1"
+				w.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: flotillav1.FieldOwnerHub, Operation: metav1.ManagedFieldsOperationApply}}
+			}
 			p, err := planWorks(tt.app, tt.decision, tt.clusters, tt.existing, nil, t0)
 			if err != nil {
 				t.Fatalf("plan: %v", err)
@@ -147,6 +153,9 @@ func TestPlanDeletionPolicy(t *testing.T) {
 			}
 			for _, w := range p.apply {
 				name := clusterNames([]*flotillav1.Work{w})[0]
+				if w.ManagedFields != nil || w.ResourceVersion != "" || w.UID != "" {
+					t.Errorf("Work of %s to apply carries server-set metadata (rv %q, uid %q, managedFields %v)", name, w.ResourceVersion, w.UID, w.ManagedFields)
+				}
 				if want, ok := tt.wantPolicy[name]; ok && w.Spec.DeletionPolicy != want {
 					t.Errorf("Work of %s applied with policy %q, want %q", name, w.Spec.DeletionPolicy, want)
 				}

@@ -1,10 +1,12 @@
 package myapp
 
 import (
+	"maps"
 	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -62,9 +64,7 @@ func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, cl
 func (p *plan) removeWhenReady(app *flotillav1.MyApp, w *flotillav1.Work, mc *flotillav1.MemberCluster) {
 	policy := render.DeletionPolicy(app, mc)
 	if render.PolicyOf(w) != policy {
-		u := w.DeepCopy()
-		u.Spec.DeletionPolicy = policy
-		p.apply = append(p.apply, u)
+		p.apply = append(p.apply, withDeletionPolicy(w, policy))
 		p.requeueAfter = earliest(p.requeueAfter, policyRecheck)
 		return
 	}
@@ -73,6 +73,19 @@ func (p *plan) removeWhenReady(app *flotillav1.MyApp, w *flotillav1.Work, mc *fl
 		return
 	}
 	p.remove = append(p.remove, w)
+}
+
+// withDeletionPolicy is what to apply to make w, as it is, carry policy:
+// a new object with w's name, labels and spec (a cached Work's server-set
+// metadata cannot go into an apply).
+func withDeletionPolicy(w *flotillav1.Work, policy flotillav1.DeletionPolicy) *flotillav1.Work {
+	u := &flotillav1.Work{
+		TypeMeta:   metav1.TypeMeta{APIVersion: flotillav1.GroupVersion.String(), Kind: "Work"},
+		ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace, Labels: maps.Clone(w.Labels)},
+		Spec:       *w.Spec.DeepCopy(),
+	}
+	u.Spec.DeletionPolicy = policy
+	return u
 }
 
 // policyRecheck is how soon a Work held back by removeWhenReady is looked
@@ -151,9 +164,7 @@ func (p *plan) evicted(app *flotillav1.MyApp, decision *flotillav1.PlacementDeci
 			wanted[e.Name] = true
 			if policy := render.DeletionPolicy(app, mc); render.PolicyOf(cur) != policy {
 				// Tell the agent now what the Work's deletion will mean.
-				u := cur.DeepCopy()
-				u.Spec.DeletionPolicy = policy
-				p.apply = append(p.apply, u)
+				p.apply = append(p.apply, withDeletionPolicy(cur, policy))
 			}
 			p.views = append(p.views, appstatus.ClusterView{Name: e.Name, Assigned: e.Replicas, Member: mc, Work: cur, Evicting: true})
 		}
