@@ -102,6 +102,7 @@ func TestProgressiveRolloutPaused(t *testing.T) {
 	ProgressivePausedSpec(t, input(t, "paused"))
 }
 func TestAgentLeaderFailover(t *testing.T) { AgentLeaderFailoverSpec(t, input(t, "agent")) }
+func TestAgentPausedLeader(t *testing.T)   { AgentPausedLeaderSpec(t, input(t, "agent-paused")) }
 func TestHubRestart(t *testing.T)          { HubRestartSpec(t, input(t, "hub")) }
 func TestFailover(t *testing.T)            { FailoverSpec(t, input(t, "failover")) }
 func TestFailback(t *testing.T)            { FailbackSpec(t, input(t, "failback")) }

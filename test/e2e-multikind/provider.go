@@ -45,6 +45,14 @@ type ClusterProvider interface {
 	// AgentReplicas names every agent replica of member, as KillAgent
 	// takes them.
 	AgentReplicas(ctx context.Context, member string) ([]string, error)
+	// PauseAgent freezes the agent replica called name in member, as a
+	// stalled node or a stop-the-world pause would: its process gets
+	// SIGSTOP, keeps its memory and its connections (what the hub sends
+	// waits in its socket), and neither renews its Lease nor reads its
+	// stream until resumed. Providers that cannot pause a process return
+	// an error wrapping errors.ErrUnsupported, and the specs that need it
+	// skip.
+	PauseAgent(ctx context.Context, member, name string) (PausedAgent, error)
 	// RestartHub restarts the hub as a rolling update would (SIGTERM,
 	// then a new process) and returns once it was asked to stop.
 	RestartHub(ctx context.Context) error
@@ -56,6 +64,19 @@ type ClusterProvider interface {
 	CollectLogs(ctx context.Context, dir string) error
 	// Stop releases what the provider started (nothing for kind).
 	Stop() error
+}
+
+// PausedAgent is one agent process that PauseAgent froze: that process,
+// by the PID it had, not whichever process runs under the replica's name
+// later.
+type PausedAgent interface {
+	// Resume lets the process run again (SIGCONT). Resuming twice, or a
+	// process that has ended, does nothing.
+	Resume() error
+	// Exited says whether the process has ended.
+	Exited() bool
+	// String names the replica and the process.
+	String() string
 }
 
 // Names the hub and agents use in every install (their flags' defaults,

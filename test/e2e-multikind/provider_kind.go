@@ -250,6 +250,13 @@ func (p *kindProvider) AgentReplicas(ctx context.Context, member string) ([]stri
 	return names, nil
 }
 
+// PauseAgent is not supported on kind: it would need the agent's PID
+// inside the node container (docker exec ... kill -STOP), which this
+// provider does not look up. Specs that pause an agent skip.
+func (p *kindProvider) PauseAgent(context.Context, string, string) (PausedAgent, error) {
+	return nil, fmt.Errorf("the kind provider cannot pause (SIGSTOP) an agent process: %w", errors.ErrUnsupported)
+}
+
 // KillHub deletes the hub pods at once (grace period 0): none can release
 // its Lease, and the Deployment starts new ones.
 func (p *kindProvider) KillHub(ctx context.Context) error {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -123,6 +125,64 @@ func (p *testbedProvider) KillAgent(_ context.Context, _, name string) error {
 // AgentReplicas names the member's agent processes (agent-<member>-<i>).
 func (p *testbedProvider) AgentReplicas(_ context.Context, member string) ([]string, error) {
 	return p.fleet.AgentReplicas(member), nil
+}
+
+// PauseAgent sends SIGSTOP to the replica's current process, by the PID
+// the testbed started it with. The supervisor does not notice: a stopped
+// process has not exited. A replica whose process just exited is paused
+// once the supervisor has started the next one (a second later).
+func (p *testbedProvider) PauseAgent(ctx context.Context, _, name string) (PausedAgent, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		proc, err := p.fleet.AgentProcess(name)
+		if err != nil {
+			return nil, err
+		}
+		paused := &pausedProcess{proc: proc}
+		if !paused.Exited() {
+			if err := paused.signal(syscall.SIGSTOP); err != nil {
+				return nil, err
+			}
+			return paused, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("agent %s has no running process to pause (its last, pid %d, exited more than 10s ago)", name, proc.Pid())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pausedProcess is a testbed process stopped with SIGSTOP.
+type pausedProcess struct{ proc *testbed.Process }
+
+func (p *pausedProcess) Resume() error { return p.signal(syscall.SIGCONT) }
+func (p *pausedProcess) String() string {
+	return fmt.Sprintf("%s (pid %d)", p.proc.Name(), p.proc.Pid())
+}
+
+func (p *pausedProcess) Exited() bool {
+	select {
+	case <-p.proc.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the process unless it has ended (and been reaped,
+// so that its PID may belong to another process by now).
+func (p *pausedProcess) signal(sig syscall.Signal) error {
+	if p.Exited() {
+		return nil
+	}
+	if err := syscall.Kill(p.proc.Pid(), sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("sending %v to %s: %w", sig, p, err)
+	}
+	return nil
 }
 
 // HubMetrics is the hub process's /metrics text ("" when it does not

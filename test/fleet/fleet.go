@@ -430,6 +430,23 @@ func (f *Fleet) KillAgent(name string) error {
 	return fmt.Errorf("no agent %q", name)
 }
 
+// AgentProcess returns the current process of the agent replica called
+// name, for a test to signal by its PID (SIGSTOP and SIGCONT, to pause it
+// as a stalled node would). The supervisor starts a new process when this
+// one exits; the returned one stays the one it was.
+func (f *Fleet) AgentProcess(name string) (*testbed.Process, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, list := range f.agents {
+		for _, a := range list {
+			if a.Name == name {
+				return a.Process(), nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no agent %q", name)
+}
+
 // Stop stops the hub, the agents and the clusters.
 func (f *Fleet) Stop() error {
 	f.mu.Lock()

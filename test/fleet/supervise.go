@@ -71,6 +71,14 @@ func (s *Supervised) Pid() int {
 	return s.proc.Pid()
 }
 
+// Process is the current process: the one running now, or the last one
+// if it ended and the supervisor has not started the next yet.
+func (s *Supervised) Process() *testbed.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc
+}
+
 // Restarts is how often the process was started again.
 func (s *Supervised) Restarts() int {
 	s.mu.Lock()
