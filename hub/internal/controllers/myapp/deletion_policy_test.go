@@ -142,15 +142,7 @@ func TestPlanDeletionPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			if got := clusterNames(p.apply); !slices.Equal(got, tt.wantApply) {
-				t.Errorf("apply = %v, want %v", got, tt.wantApply)
-			}
-			if got := clusterNames(p.remove); !slices.Equal(got, tt.wantRemove) {
-				t.Errorf("remove = %v, want %v", got, tt.wantRemove)
-			}
-			if p.requeueAfter != tt.wantRequeue {
-				t.Errorf("requeueAfter = %s, want %s", p.requeueAfter, tt.wantRequeue)
-			}
+			checkPlan(t, p, tt.wantApply, tt.wantRemove, tt.wantRequeue)
 			for _, w := range p.apply {
 				name := clusterNames([]*flotillav1.Work{w})[0]
 				if w.ManagedFields != nil || w.ResourceVersion != "" || w.UID != "" {

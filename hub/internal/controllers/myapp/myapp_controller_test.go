@@ -246,15 +246,7 @@ func TestPlan(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
-			if got := clusterNames(p.apply); !slices.Equal(got, tt.wantApply) {
-				t.Errorf("apply = %v, want %v", got, tt.wantApply)
-			}
-			if got := clusterNames(p.remove); !slices.Equal(got, tt.wantRemove) {
-				t.Errorf("remove = %v, want %v", got, tt.wantRemove)
-			}
-			if p.requeueAfter != tt.wantRequeue {
-				t.Errorf("requeueAfter = %s, want %s", p.requeueAfter, tt.wantRequeue)
-			}
+			checkPlan(t, p, tt.wantApply, tt.wantRemove, tt.wantRequeue)
 			got := map[string]wantView{}
 			for _, v := range p.views {
 				if _, dup := got[v.Name]; dup {
@@ -280,6 +272,21 @@ func TestPlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkPlan fails t unless p applies and removes the Works of the named
+// clusters, in that order, and asks to be looked at again after requeue.
+func checkPlan(t *testing.T, p plan, apply, remove []string, requeue time.Duration) {
+	t.Helper()
+	if got := clusterNames(p.apply); !slices.Equal(got, apply) {
+		t.Errorf("apply = %v, want %v", got, apply)
+	}
+	if got := clusterNames(p.remove); !slices.Equal(got, remove) {
+		t.Errorf("remove = %v, want %v", got, remove)
+	}
+	if p.requeueAfter != requeue {
+		t.Errorf("requeueAfter = %s, want %s", p.requeueAfter, requeue)
 	}
 }
 
