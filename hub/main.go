@@ -15,6 +15,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/controllers/membercluster"
+	"github.com/flotilla-dev/flotilla/hub/internal/controllers/myapp"
 	"github.com/flotilla-dev/flotilla/hub/setup"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
@@ -46,6 +47,7 @@ func run() error {
 	fs.DurationVar(&opts.Evictions.RateInterval, "eviction-rate-interval", membercluster.DefaultEvictionRateInterval, "the interval of --eviction-rate-limit")
 	fs.Float64Var(&opts.MemberDeleteRate, "member-delete-rate", syncserver.DefaultDeleteRate, "Work deletions sent to each member's agent per second once --member-delete-burst is used up; the others wait, counted by flotilla_sync_deletions_pending (0 means the default; a negative value turns the limit off)")
 	fs.IntVar(&opts.MemberDeleteBurst, "member-delete-burst", syncserver.DefaultDeleteBurst, "Work deletions sent to a member's agent at once before --member-delete-rate paces them (0 means the default)")
+	fs.DurationVar(&opts.WorkCleanupTimeout, "work-cleanup-timeout", myapp.DefaultWorkCleanupTimeout, "how long a deleted Work waits for its member's agent to confirm it removed (or released) the Work's objects before the hub lets it go and names the member in the MyApp's status.orphans")
 	fs.DurationVar(&opts.HeartbeatWriteInterval, "heartbeat-write-interval", membercluster.DefaultHeartbeatWriteInterval, "the most often a healthy member's heartbeat alone is written to its status")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)

@@ -461,6 +461,30 @@ type MyAppStatus struct {
 	// Rollout is where a Progressive rollout stands; unset with All.
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// Orphans lists the members that may still run objects of this app
+	// although the hub removed its Work there: the member did not confirm
+	// the deletion within the hub's --work-cleanup-timeout (it was
+	// unreachable, or could not delete). An entry goes when the app runs
+	// in that member again (its new Work adopts the objects).
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=1000
+	Orphans []OrphanedWork `json:"orphans,omitempty"`
+}
+
+// OrphanedWork is a member that may still run objects of a removed Work.
+type OrphanedWork struct {
+	// Cluster is the member.
+	Cluster string `json:"cluster"`
+	// Work is the removed Work's name.
+	Work string `json:"work"`
+	// Since is when the hub gave up waiting for the member.
+	Since metav1.Time `json:"since"`
+	// Message says why, for a person.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // PlacementDecision is the outcome of scheduling.

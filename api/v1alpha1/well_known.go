@@ -71,6 +71,11 @@ const (
 	// MemberClusterFinalizer holds a deleted MemberCluster until the hub
 	// drained it: its replicas moved to other members and its Works gone.
 	MemberClusterFinalizer = "flotilla.dev/drain"
+	// WorkFinalizer holds a deleted Work until its member's agent confirms
+	// it holds nothing of it any more (WorkGone), or the hub's
+	// --work-cleanup-timeout ends (the MyApp's status.orphans then names
+	// the member).
+	WorkFinalizer = "flotilla.dev/member-cleanup"
 
 	// ClusterNamespacePrefix prefixes the hub namespace that holds one
 	// member's Works: flotilla-cluster-<member name>.

@@ -263,6 +263,8 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      flotillav1.WorkName(app.Namespace, app.Name),
 			Namespace: flotillav1.ClusterNamespace(cluster),
+			// The Work's deletion completes once its member confirms.
+			Finalizers: []string{flotillav1.WorkFinalizer},
 			Labels: map[string]string{
 				flotillav1.LabelMyAppNamespace: app.Namespace,
 				flotillav1.LabelMyAppName:      app.Name,

@@ -82,6 +82,10 @@ type Options struct {
 	// the limit off; a negative burst is refused.
 	MemberDeleteRate  float64
 	MemberDeleteBurst int
+	// WorkCleanupTimeout bounds how long a deleted Work waits for its
+	// member's confirmation (myapp.DefaultWorkCleanupTimeout when zero;
+	// negative is refused).
+	WorkCleanupTimeout time.Duration
 	// Logger is the manager's logger.
 	Logger logr.Logger
 	// Registerer is where the sync server's metrics go (default:
@@ -215,8 +219,9 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 	}
 	hub := &Hub{Manager: mgr, Tracker: tracker, StatusWriter: statusWriter}
 	if err := (&myapp.Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("flotilla-hub"),
+		Client:             mgr.GetClient(),
+		Recorder:           mgr.GetEventRecorder("flotilla-hub"),
+		WorkCleanupTimeout: opts.WorkCleanupTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, nil, fmt.Errorf("setting up the MyApp controller: %w", err)
 	}
@@ -281,6 +286,7 @@ func setupSync(ctx context.Context, mgr ctrl.Manager, opts Options, hub *Hub, mc
 		Works:      source,
 		Clusters:   syncbridge.Registry{Reader: mgr.GetCache()},
 		Status:     hub.StatusWriter,
+		Deletions:  &syncbridge.Finalizer{Client: mgr.GetClient(), Reader: mgr.GetCache()},
 		Agents:     hub.Tracker,
 		TLS:        tlsCfg,
 		Registerer: registerer,
@@ -357,6 +363,9 @@ func validateOptions(opts Options) error {
 	}
 	if opts.MemberDeleteBurst < 0 {
 		return fmt.Errorf("--member-delete-burst is %d: it must not be negative (0 means the default, %d)", opts.MemberDeleteBurst, syncserver.DefaultDeleteBurst)
+	}
+	if opts.WorkCleanupTimeout < 0 {
+		return fmt.Errorf("--work-cleanup-timeout is %s: it must not be negative (0 means the default, %s)", opts.WorkCleanupTimeout, myapp.DefaultWorkCleanupTimeout)
 	}
 	return nil
 }

@@ -119,9 +119,16 @@ func (s *WorkSource) GetWork(cluster, name string) (*flotillav1.Work, error) {
 	return w, nil
 }
 
-// DeletionIntent implements WorkSource.
+// DeletionIntent implements WorkSource. A Work still held by its
+// member-cleanup finalizer answers from its own annotation, which survives
+// a hub restart; a Work gone answers from memory.
 func (s *WorkSource) DeletionIntent(cluster, name string) (reason string, known bool) {
-	return s.intents.get(flotillav1.ClusterNamespace(cluster)+"/"+name, time.Now())
+	w := &flotillav1.Work{}
+	key := client.ObjectKey{Namespace: flotillav1.ClusterNamespace(cluster), Name: name}
+	if err := s.cache.Get(context.Background(), key, w); err == nil && !w.DeletionTimestamp.IsZero() {
+		return w.Annotations[flotillav1.AnnotationDeletionIntent], true
+	}
+	return s.intents.get(key.Namespace+"/"+name, time.Now())
 }
 
 // Bounds on what intents remembers. A Work's vanishing is asked about right

@@ -95,9 +95,10 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 		r:       newRetries(c.cfg.InitialBackoff, c.cfg.MaxApplyBackoff),
 		epoch:   hh.epoch,
 		reports: newMailbox(),
+		gone:    newGoneQueue(),
 	}
 	sendErr := make(chan error, 1)
-	wg.Go(func() { sendErr <- c.sendLoop(sctx, stream, hello, st.reports) })
+	wg.Go(func() { sendErr <- c.sendLoop(sctx, stream, hello, st.reports, st.gone) })
 
 	r := st.r
 	for {
@@ -242,7 +243,7 @@ func (c *Client) resources(ctx context.Context) []byte {
 // sendLoop is the only goroutine that sends on the stream once the hub's
 // hello is accepted: the hello, then prune reports and status reports as
 // they come and a heartbeat on every tick.
-func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient, hello *syncv1.AgentMessage, reports *mailbox) error {
+func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient, hello *syncv1.AgentMessage, reports *mailbox, gone *goneQueue) error {
 	if err := stream.Send(hello); err != nil {
 		return err
 	}
@@ -254,6 +255,13 @@ func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient,
 			if err := stream.Send(msg); err != nil {
 				// The hub hears of the prune again from the next
 				// stream's snapshot.
+				return err
+			}
+		}
+		for _, name := range gone.takeAll() {
+			msg := &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_WorkGone{WorkGone: &syncv1.WorkGone{Name: name}}}
+			if err := stream.Send(msg); err != nil {
+				// The next stream's hello no longer lists the Work.
 				return err
 			}
 		}
@@ -281,6 +289,7 @@ func (c *Client) sendLoop(ctx context.Context, stream syncv1.Sync_ConnectClient,
 			return ctx.Err()
 		case <-c.status.ready:
 		case <-reports.ready:
+		case <-gone.ready:
 		case <-tick.C:
 			msg := &syncv1.AgentMessage{Kind: &syncv1.AgentMessage_Heartbeat{Heartbeat: &syncv1.Heartbeat{
 				ResourceSummary: c.resources(ctx),
@@ -318,6 +327,8 @@ type streamState struct {
 	blocked bool
 	// reports carries prune reports to the send loop.
 	reports *mailbox
+	// gone carries the Works the agent is done with to the send loop.
+	gone *goneQueue
 }
 
 // mailbox holds a stream's latest prune report until the send loop sends
@@ -362,11 +373,11 @@ func (c *Client) handle(ctx context.Context, st *streamState, m hubMessage) {
 	case kindDelete:
 		st.r.forget(m.delete)
 		delete(st.want, m.delete)
-		c.remove(ctx, st.r, m.delete)
+		c.remove(ctx, st, m.delete)
 	case kindOrphan:
 		st.r.forget(m.orphan)
 		delete(st.want, m.orphan)
-		c.orphan(ctx, st.r, m.orphan)
+		c.orphan(ctx, st, m.orphan)
 	case kindSnapshotComplete:
 		st.want = make(want, len(m.keep))
 		for _, n := range m.keep {
@@ -391,27 +402,31 @@ func (c *Client) apply(ctx context.Context, r *retries, w *v1alpha1.Work) {
 	}
 }
 
-func (c *Client) remove(ctx context.Context, r *retries, name string) {
+func (c *Client) remove(ctx context.Context, st *streamState, name string) {
 	c.status.forget(name)
 	if err := c.cfg.Applier.Delete(ctx, name); err != nil {
 		if ctx.Err() == nil {
 			c.log.Error(err, "deleting Work; will retry", "work", name)
-			r.add(name, retry{delete: true})
+			st.r.add(name, retry{delete: true})
 		}
+		return
 	}
+	st.gone.add(name)
 }
 
 // orphan forgets Work name and keeps its objects running: it vanished
 // from the hub without a deletion intent.
-func (c *Client) orphan(ctx context.Context, r *retries, name string) {
+func (c *Client) orphan(ctx context.Context, st *streamState, name string) {
 	c.status.forget(name)
 	c.log.Info("the hub lost Work without meaning to delete it; orphaning its objects, which keep running", "work", name)
 	if err := c.cfg.Applier.Orphan(ctx, name); err != nil {
 		if ctx.Err() == nil {
 			c.log.Error(err, "orphaning Work; will retry", "work", name)
-			r.add(name, retry{orphan: true})
+			st.r.add(name, retry{orphan: true})
 		}
+		return
 	}
+	st.gone.add(name)
 }
 
 func (c *Client) complete(ctx context.Context, st *streamState, keep []string) {
@@ -502,12 +517,20 @@ func (c *Client) retryDue(ctx context.Context, st *streamState) {
 			// first failed: see prune.
 			c.prune(ctx, st, st.want.names(), rt.confirmed, &rt)
 		case rt.delete:
-			if err := c.cfg.Applier.Delete(ctx, name); err != nil && ctx.Err() == nil {
-				r.again(name, rt)
+			if err := c.cfg.Applier.Delete(ctx, name); err != nil {
+				if ctx.Err() == nil {
+					r.again(name, rt)
+				}
+			} else {
+				st.gone.add(name)
 			}
 		case rt.orphan:
-			if err := c.cfg.Applier.Orphan(ctx, name); err != nil && ctx.Err() == nil {
-				r.again(name, rt)
+			if err := c.cfg.Applier.Orphan(ctx, name); err != nil {
+				if ctx.Err() == nil {
+					r.again(name, rt)
+				}
+			} else {
+				st.gone.add(name)
 			}
 		default:
 			if err := c.cfg.Applier.Apply(ctx, rt.work); err != nil && ctx.Err() == nil {

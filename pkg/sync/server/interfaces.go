@@ -54,6 +54,26 @@ type StatusSink interface {
 	WorkStatus(ctx context.Context, cluster, name string, status *v1alpha1.WorkStatus)
 }
 
+// DeletionSink completes the deletion of Works their agent is done with.
+// The hub's Works carry a finalizer (flotilla.dev/member-cleanup) that
+// holds a deleted Work until its member confirms.
+type DeletionSink interface {
+	// WorkGone says cluster's agent holds nothing of Work name in
+	// cluster's namespace: it deleted or released the Work's objects,
+	// forgot them, or never held the Work. It is called on that agent's
+	// stream. A Work of that name that is not being deleted is left
+	// alone (it is a new one).
+	WorkGone(ctx context.Context, cluster, name string)
+}
+
+// TerminatingLister is implemented by a WorkSource that can also list the
+// Works of a cluster that are being deleted (held by their finalizer):
+// after an agent's hello, the server confirms those the agent does not
+// hold.
+type TerminatingLister interface {
+	TerminatingWorks(cluster string) ([]string, error)
+}
+
 // AgentSink learns when agents come and go and when they heartbeat, so the
 // hub can keep the MemberCluster Connected and Ready conditions, last
 // heartbeat time, agent info and resource summary up to date.

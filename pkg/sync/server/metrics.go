@@ -20,6 +20,7 @@ const (
 	msgRefusal          = "refusal"
 	msgPruneBlocked     = "prune_blocked"
 	msgSnapshotPruned   = "snapshot_pruned"
+	msgWorkGone         = "work_gone"
 )
 
 type metrics struct {

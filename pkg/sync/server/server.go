@@ -66,6 +66,8 @@ type Config struct {
 	Clusters ClusterRegistry
 	// Status receives agents' status reports; nil drops them.
 	Status StatusSink
+	// Deletions hears which Works agents are done with; nil: nobody.
+	Deletions DeletionSink
 	// Agents receives connect, disconnect and heartbeat events; nil drops
 	// them.
 	Agents AgentSink

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,48 @@ type session struct {
 	// send loop touches it. deletesWaiting mirrors its backlog for Stats.
 	pacer          *deletePacer
 	deletesWaiting atomic.Int64
+
+	// pruned are the held Works the snapshot left out, which the agent's
+	// prune removes: when it reports SnapshotPruned, they are gone.
+	prunedMu sync.Mutex
+	pruned   []string
+}
+
+// takePruned returns the Works the snapshot's prune removed, once.
+func (sess *session) takePruned() []string {
+	sess.prunedMu.Lock()
+	defer sess.prunedMu.Unlock()
+	out := sess.pruned
+	sess.pruned = nil
+	return out
+}
+
+// confirmGone tells the DeletionSink that this agent holds nothing of
+// Work name.
+func (sess *session) confirmGone(name string) {
+	if d := sess.srv.cfg.Deletions; d != nil {
+		d.WorkGone(sess.ctx, sess.cluster, name)
+	}
+}
+
+// confirmNotHeld confirms, after the hello, every Work of the cluster
+// being deleted that the agent does not hold: it deleted it while the hub
+// did not hear (a lost WorkGone, a hub restart) or never had it.
+func (sess *session) confirmNotHeld() error {
+	tl, ok := sess.srv.cfg.Works.(TerminatingLister)
+	if !ok || sess.srv.cfg.Deletions == nil {
+		return nil
+	}
+	names, err := tl.TerminatingWorks(sess.cluster)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "listing the Works of cluster %q being deleted: %v", sess.cluster, err)
+	}
+	for _, name := range names {
+		if _, held := sess.held[name]; !held {
+			sess.confirmGone(name)
+		}
+	}
+	return nil
 }
 
 var errShuttingDown = status.Error(codes.Unavailable, "hub is shutting down; reconnect later")
@@ -308,6 +351,8 @@ func messageType(m *syncv1.AgentMessage) string {
 		return msgPruneBlocked
 	case *syncv1.AgentMessage_SnapshotPruned:
 		return msgSnapshotPruned
+	case *syncv1.AgentMessage_WorkGone:
+		return msgWorkGone
 	default:
 		return "unknown"
 	}
@@ -351,6 +396,16 @@ func (sess *session) handle(m *syncv1.AgentMessage) error {
 		if s.cfg.Agents != nil {
 			s.cfg.Agents.AgentPruned(sess.cluster, sess.epoch, k.SnapshotPruned.GetConfirmed())
 		}
+		// The Works the snapshot left out are gone from the member now.
+		for _, name := range sess.takePruned() {
+			sess.confirmGone(name)
+		}
+	case *syncv1.AgentMessage_WorkGone:
+		name := k.WorkGone.GetName()
+		if err := wire.ValidateWorkName(name); err != nil {
+			return invalid("work_gone: %v", err)
+		}
+		sess.confirmGone(name)
 	case *syncv1.AgentMessage_Hello:
 		return invalid("hello may be sent only once per stream")
 	case *syncv1.AgentMessage_Refusal:
@@ -438,6 +493,10 @@ func (sess *session) waitSynced() error {
 // and sent after it; those already covered by the snapshot are skipped then
 // because held already matches.
 func (sess *session) sendSnapshot() error {
+	// Before anything changes held: what the hello said.
+	if err := sess.confirmNotHeld(); err != nil {
+		return err
+	}
 	works, err := sess.srv.cfg.Works.ListWorks(sess.cluster)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "listing the Works of cluster %q: %v", sess.cluster, err)
@@ -480,6 +539,7 @@ func (sess *session) sendSnapshot() error {
 	// it. One whose vanishing the source did not see (the hub restarted
 	// since) is left to the prune and its brake: see pkg/sync's doc.
 	gone, orphaned := 0, 0
+	var pruned []string
 	for _, name := range slices.Sorted(maps.Keys(sess.held)) {
 		if want[name] {
 			continue
@@ -492,8 +552,12 @@ func (sess *session) sendSnapshot() error {
 			continue
 		}
 		delete(sess.held, name)
+		pruned = append(pruned, name)
 		gone++
 	}
+	sess.prunedMu.Lock()
+	sess.pruned = pruned
+	sess.prunedMu.Unlock()
 	msg := &syncv1.HubMessage{Kind: &syncv1.HubMessage_SnapshotComplete{SnapshotComplete: &syncv1.SnapshotComplete{Names: names}}}
 	if err := sess.send(msg, msgSnapshotComplete); err != nil {
 		return err
@@ -526,6 +590,9 @@ func (sess *session) sync(name string, paced bool) error {
 	if w == nil {
 		if _, held := sess.held[name]; !held {
 			sess.stopWaiting(name)
+			// The agent never had it, or is done with it: a deletion
+			// waiting for its member may complete.
+			sess.confirmGone(name)
 			return nil
 		}
 		// Only a deletion the hub meant deletes the member objects; a

@@ -43,6 +43,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Refusal
 	//	*AgentMessage_PruneBlocked
 	//	*AgentMessage_SnapshotPruned
+	//	*AgentMessage_WorkGone
 	Kind          isAgentMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -139,6 +140,15 @@ func (x *AgentMessage) GetSnapshotPruned() *SnapshotPruned {
 	return nil
 }
 
+func (x *AgentMessage) GetWorkGone() *WorkGone {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentMessage_WorkGone); ok {
+			return x.WorkGone
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Kind interface {
 	isAgentMessage_Kind()
 }
@@ -177,6 +187,14 @@ type AgentMessage_SnapshotPruned struct {
 	SnapshotPruned *SnapshotPruned `protobuf:"bytes,6,opt,name=snapshot_pruned,json=snapshotPruned,proto3,oneof"`
 }
 
+type AgentMessage_WorkGone struct {
+	// work_gone says the agent holds nothing of one Work any more: it
+	// deleted (or released) its objects on the hub's WorkDelete, or
+	// forgot them on WorkOrphan. The hub then lets the Work's deletion
+	// complete (removes its finalizer flotilla.dev/member-cleanup).
+	WorkGone *WorkGone `protobuf:"bytes,7,opt,name=work_gone,json=workGone,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Kind() {}
 
 func (*AgentMessage_Status) isAgentMessage_Kind() {}
@@ -188,6 +206,54 @@ func (*AgentMessage_Refusal) isAgentMessage_Kind() {}
 func (*AgentMessage_PruneBlocked) isAgentMessage_Kind() {}
 
 func (*AgentMessage_SnapshotPruned) isAgentMessage_Kind() {}
+
+func (*AgentMessage_WorkGone) isAgentMessage_Kind() {}
+
+// WorkGone confirms that the agent is done with one Work.
+type WorkGone struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the Work's name; the namespace is the agent's own.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkGone) Reset() {
+	*x = WorkGone{}
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkGone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkGone) ProtoMessage() {}
+
+func (x *WorkGone) ProtoReflect() protoreflect.Message {
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkGone.ProtoReflect.Descriptor instead.
+func (*WorkGone) Descriptor() ([]byte, []int) {
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WorkGone) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
 
 // Hello introduces the agent and says what it already holds, so the hub's
 // snapshot sends only what changed. Sending it accepts the HubHello: the
@@ -215,7 +281,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[1]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +293,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[1]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +306,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{1}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Hello) GetAgentVersion() string {
@@ -298,7 +364,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[2]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +376,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[2]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +389,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{2}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Refusal) GetReason() string {
@@ -368,7 +434,7 @@ type PruneBlocked struct {
 
 func (x *PruneBlocked) Reset() {
 	*x = PruneBlocked{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[3]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +446,7 @@ func (x *PruneBlocked) String() string {
 func (*PruneBlocked) ProtoMessage() {}
 
 func (x *PruneBlocked) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[3]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +459,7 @@ func (x *PruneBlocked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneBlocked.ProtoReflect.Descriptor instead.
 func (*PruneBlocked) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{3}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PruneBlocked) GetEpoch() uint64 {
@@ -439,7 +505,7 @@ type SnapshotPruned struct {
 
 func (x *SnapshotPruned) Reset() {
 	*x = SnapshotPruned{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[4]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +517,7 @@ func (x *SnapshotPruned) String() string {
 func (*SnapshotPruned) ProtoMessage() {}
 
 func (x *SnapshotPruned) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[4]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +530,7 @@ func (x *SnapshotPruned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPruned.ProtoReflect.Descriptor instead.
 func (*SnapshotPruned) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{4}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SnapshotPruned) GetEpoch() uint64 {
@@ -498,7 +564,7 @@ type HeldWork struct {
 
 func (x *HeldWork) Reset() {
 	*x = HeldWork{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[5]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +576,7 @@ func (x *HeldWork) String() string {
 func (*HeldWork) ProtoMessage() {}
 
 func (x *HeldWork) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[5]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +589,7 @@ func (x *HeldWork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldWork.ProtoReflect.Descriptor instead.
 func (*HeldWork) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{5}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeldWork) GetName() string {
@@ -566,7 +632,7 @@ type StatusReport struct {
 
 func (x *StatusReport) Reset() {
 	*x = StatusReport{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[6]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +644,7 @@ func (x *StatusReport) String() string {
 func (*StatusReport) ProtoMessage() {}
 
 func (x *StatusReport) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[6]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +657,7 @@ func (x *StatusReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReport.ProtoReflect.Descriptor instead.
 func (*StatusReport) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{6}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatusReport) GetNamespace() string {
@@ -628,7 +694,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[7]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +706,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[7]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +719,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{7}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Heartbeat) GetResourceSummary() []byte {
@@ -683,7 +749,7 @@ type HubMessage struct {
 
 func (x *HubMessage) Reset() {
 	*x = HubMessage{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[8]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +761,7 @@ func (x *HubMessage) String() string {
 func (*HubMessage) ProtoMessage() {}
 
 func (x *HubMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[8]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +774,7 @@ func (x *HubMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HubMessage.ProtoReflect.Descriptor instead.
 func (*HubMessage) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{8}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HubMessage) GetKind() isHubMessage_Kind {
@@ -849,7 +915,7 @@ type HubHello struct {
 
 func (x *HubHello) Reset() {
 	*x = HubHello{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[9]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +927,7 @@ func (x *HubHello) String() string {
 func (*HubHello) ProtoMessage() {}
 
 func (x *HubHello) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[9]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +940,7 @@ func (x *HubHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HubHello.ProtoReflect.Descriptor instead.
 func (*HubHello) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{9}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HubHello) GetFleetId() string {
@@ -914,7 +980,7 @@ type PruneConfirm struct {
 
 func (x *PruneConfirm) Reset() {
 	*x = PruneConfirm{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[10]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +992,7 @@ func (x *PruneConfirm) String() string {
 func (*PruneConfirm) ProtoMessage() {}
 
 func (x *PruneConfirm) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[10]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1005,7 @@ func (x *PruneConfirm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneConfirm.ProtoReflect.Descriptor instead.
 func (*PruneConfirm) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{10}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PruneConfirm) GetEpoch() uint64 {
@@ -962,7 +1028,7 @@ type WorkUpsert struct {
 
 func (x *WorkUpsert) Reset() {
 	*x = WorkUpsert{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[11]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1040,7 @@ func (x *WorkUpsert) String() string {
 func (*WorkUpsert) ProtoMessage() {}
 
 func (x *WorkUpsert) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[11]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1053,7 @@ func (x *WorkUpsert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkUpsert.ProtoReflect.Descriptor instead.
 func (*WorkUpsert) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{11}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WorkUpsert) GetWork() []byte {
@@ -1010,7 +1076,7 @@ type WorkDelete struct {
 
 func (x *WorkDelete) Reset() {
 	*x = WorkDelete{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[12]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1088,7 @@ func (x *WorkDelete) String() string {
 func (*WorkDelete) ProtoMessage() {}
 
 func (x *WorkDelete) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[12]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1101,7 @@ func (x *WorkDelete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkDelete.ProtoReflect.Descriptor instead.
 func (*WorkDelete) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{12}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WorkDelete) GetName() string {
@@ -1063,7 +1129,7 @@ type WorkOrphan struct {
 
 func (x *WorkOrphan) Reset() {
 	*x = WorkOrphan{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1141,7 @@ func (x *WorkOrphan) String() string {
 func (*WorkOrphan) ProtoMessage() {}
 
 func (x *WorkOrphan) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[13]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1154,7 @@ func (x *WorkOrphan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkOrphan.ProtoReflect.Descriptor instead.
 func (*WorkOrphan) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{13}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WorkOrphan) GetName() string {
@@ -1113,7 +1179,7 @@ type SnapshotComplete struct {
 
 func (x *SnapshotComplete) Reset() {
 	*x = SnapshotComplete{}
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[14]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1191,7 @@ func (x *SnapshotComplete) String() string {
 func (*SnapshotComplete) ProtoMessage() {}
 
 func (x *SnapshotComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[14]
+	mi := &file_pkg_sync_syncv1_sync_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1204,7 @@ func (x *SnapshotComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotComplete.ProtoReflect.Descriptor instead.
 func (*SnapshotComplete) Descriptor() ([]byte, []int) {
-	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{14}
+	return file_pkg_sync_syncv1_sync_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotComplete) GetNames() []string {
@@ -1152,15 +1218,18 @@ var File_pkg_sync_syncv1_sync_proto protoreflect.FileDescriptor
 
 const file_pkg_sync_syncv1_sync_proto_rawDesc = "" +
 	"\n" +
-	"\x1apkg/sync/syncv1/sync.proto\x12\x10flotilla.sync.v1\"\x89\x03\n" +
+	"\x1apkg/sync/syncv1/sync.proto\x12\x10flotilla.sync.v1\"\xc4\x03\n" +
 	"\fAgentMessage\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.flotilla.sync.v1.HelloH\x00R\x05hello\x128\n" +
 	"\x06status\x18\x02 \x01(\v2\x1e.flotilla.sync.v1.StatusReportH\x00R\x06status\x12;\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x1b.flotilla.sync.v1.HeartbeatH\x00R\theartbeat\x125\n" +
 	"\arefusal\x18\x04 \x01(\v2\x19.flotilla.sync.v1.RefusalH\x00R\arefusal\x12E\n" +
 	"\rprune_blocked\x18\x05 \x01(\v2\x1e.flotilla.sync.v1.PruneBlockedH\x00R\fpruneBlocked\x12K\n" +
-	"\x0fsnapshot_pruned\x18\x06 \x01(\v2 .flotilla.sync.v1.SnapshotPrunedH\x00R\x0esnapshotPrunedB\x06\n" +
-	"\x04kind\"\xd2\x01\n" +
+	"\x0fsnapshot_pruned\x18\x06 \x01(\v2 .flotilla.sync.v1.SnapshotPrunedH\x00R\x0esnapshotPruned\x129\n" +
+	"\twork_gone\x18\a \x01(\v2\x1a.flotilla.sync.v1.WorkGoneH\x00R\bworkGoneB\x06\n" +
+	"\x04kind\"\x1e\n" +
+	"\bWorkGone\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xd2\x01\n" +
 	"\x05Hello\x12#\n" +
 	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12-\n" +
@@ -1232,45 +1301,47 @@ func file_pkg_sync_syncv1_sync_proto_rawDescGZIP() []byte {
 	return file_pkg_sync_syncv1_sync_proto_rawDescData
 }
 
-var file_pkg_sync_syncv1_sync_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_pkg_sync_syncv1_sync_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_pkg_sync_syncv1_sync_proto_goTypes = []any{
 	(*AgentMessage)(nil),     // 0: flotilla.sync.v1.AgentMessage
-	(*Hello)(nil),            // 1: flotilla.sync.v1.Hello
-	(*Refusal)(nil),          // 2: flotilla.sync.v1.Refusal
-	(*PruneBlocked)(nil),     // 3: flotilla.sync.v1.PruneBlocked
-	(*SnapshotPruned)(nil),   // 4: flotilla.sync.v1.SnapshotPruned
-	(*HeldWork)(nil),         // 5: flotilla.sync.v1.HeldWork
-	(*StatusReport)(nil),     // 6: flotilla.sync.v1.StatusReport
-	(*Heartbeat)(nil),        // 7: flotilla.sync.v1.Heartbeat
-	(*HubMessage)(nil),       // 8: flotilla.sync.v1.HubMessage
-	(*HubHello)(nil),         // 9: flotilla.sync.v1.HubHello
-	(*PruneConfirm)(nil),     // 10: flotilla.sync.v1.PruneConfirm
-	(*WorkUpsert)(nil),       // 11: flotilla.sync.v1.WorkUpsert
-	(*WorkDelete)(nil),       // 12: flotilla.sync.v1.WorkDelete
-	(*WorkOrphan)(nil),       // 13: flotilla.sync.v1.WorkOrphan
-	(*SnapshotComplete)(nil), // 14: flotilla.sync.v1.SnapshotComplete
+	(*WorkGone)(nil),         // 1: flotilla.sync.v1.WorkGone
+	(*Hello)(nil),            // 2: flotilla.sync.v1.Hello
+	(*Refusal)(nil),          // 3: flotilla.sync.v1.Refusal
+	(*PruneBlocked)(nil),     // 4: flotilla.sync.v1.PruneBlocked
+	(*SnapshotPruned)(nil),   // 5: flotilla.sync.v1.SnapshotPruned
+	(*HeldWork)(nil),         // 6: flotilla.sync.v1.HeldWork
+	(*StatusReport)(nil),     // 7: flotilla.sync.v1.StatusReport
+	(*Heartbeat)(nil),        // 8: flotilla.sync.v1.Heartbeat
+	(*HubMessage)(nil),       // 9: flotilla.sync.v1.HubMessage
+	(*HubHello)(nil),         // 10: flotilla.sync.v1.HubHello
+	(*PruneConfirm)(nil),     // 11: flotilla.sync.v1.PruneConfirm
+	(*WorkUpsert)(nil),       // 12: flotilla.sync.v1.WorkUpsert
+	(*WorkDelete)(nil),       // 13: flotilla.sync.v1.WorkDelete
+	(*WorkOrphan)(nil),       // 14: flotilla.sync.v1.WorkOrphan
+	(*SnapshotComplete)(nil), // 15: flotilla.sync.v1.SnapshotComplete
 }
 var file_pkg_sync_syncv1_sync_proto_depIdxs = []int32{
-	1,  // 0: flotilla.sync.v1.AgentMessage.hello:type_name -> flotilla.sync.v1.Hello
-	6,  // 1: flotilla.sync.v1.AgentMessage.status:type_name -> flotilla.sync.v1.StatusReport
-	7,  // 2: flotilla.sync.v1.AgentMessage.heartbeat:type_name -> flotilla.sync.v1.Heartbeat
-	2,  // 3: flotilla.sync.v1.AgentMessage.refusal:type_name -> flotilla.sync.v1.Refusal
-	3,  // 4: flotilla.sync.v1.AgentMessage.prune_blocked:type_name -> flotilla.sync.v1.PruneBlocked
-	4,  // 5: flotilla.sync.v1.AgentMessage.snapshot_pruned:type_name -> flotilla.sync.v1.SnapshotPruned
-	5,  // 6: flotilla.sync.v1.Hello.held:type_name -> flotilla.sync.v1.HeldWork
-	11, // 7: flotilla.sync.v1.HubMessage.upsert:type_name -> flotilla.sync.v1.WorkUpsert
-	12, // 8: flotilla.sync.v1.HubMessage.delete:type_name -> flotilla.sync.v1.WorkDelete
-	14, // 9: flotilla.sync.v1.HubMessage.snapshot_complete:type_name -> flotilla.sync.v1.SnapshotComplete
-	9,  // 10: flotilla.sync.v1.HubMessage.hub_hello:type_name -> flotilla.sync.v1.HubHello
-	10, // 11: flotilla.sync.v1.HubMessage.prune_confirm:type_name -> flotilla.sync.v1.PruneConfirm
-	13, // 12: flotilla.sync.v1.HubMessage.orphan:type_name -> flotilla.sync.v1.WorkOrphan
-	0,  // 13: flotilla.sync.v1.Sync.Connect:input_type -> flotilla.sync.v1.AgentMessage
-	8,  // 14: flotilla.sync.v1.Sync.Connect:output_type -> flotilla.sync.v1.HubMessage
-	14, // [14:15] is the sub-list for method output_type
-	13, // [13:14] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	2,  // 0: flotilla.sync.v1.AgentMessage.hello:type_name -> flotilla.sync.v1.Hello
+	7,  // 1: flotilla.sync.v1.AgentMessage.status:type_name -> flotilla.sync.v1.StatusReport
+	8,  // 2: flotilla.sync.v1.AgentMessage.heartbeat:type_name -> flotilla.sync.v1.Heartbeat
+	3,  // 3: flotilla.sync.v1.AgentMessage.refusal:type_name -> flotilla.sync.v1.Refusal
+	4,  // 4: flotilla.sync.v1.AgentMessage.prune_blocked:type_name -> flotilla.sync.v1.PruneBlocked
+	5,  // 5: flotilla.sync.v1.AgentMessage.snapshot_pruned:type_name -> flotilla.sync.v1.SnapshotPruned
+	1,  // 6: flotilla.sync.v1.AgentMessage.work_gone:type_name -> flotilla.sync.v1.WorkGone
+	6,  // 7: flotilla.sync.v1.Hello.held:type_name -> flotilla.sync.v1.HeldWork
+	12, // 8: flotilla.sync.v1.HubMessage.upsert:type_name -> flotilla.sync.v1.WorkUpsert
+	13, // 9: flotilla.sync.v1.HubMessage.delete:type_name -> flotilla.sync.v1.WorkDelete
+	15, // 10: flotilla.sync.v1.HubMessage.snapshot_complete:type_name -> flotilla.sync.v1.SnapshotComplete
+	10, // 11: flotilla.sync.v1.HubMessage.hub_hello:type_name -> flotilla.sync.v1.HubHello
+	11, // 12: flotilla.sync.v1.HubMessage.prune_confirm:type_name -> flotilla.sync.v1.PruneConfirm
+	14, // 13: flotilla.sync.v1.HubMessage.orphan:type_name -> flotilla.sync.v1.WorkOrphan
+	0,  // 14: flotilla.sync.v1.Sync.Connect:input_type -> flotilla.sync.v1.AgentMessage
+	9,  // 15: flotilla.sync.v1.Sync.Connect:output_type -> flotilla.sync.v1.HubMessage
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_pkg_sync_syncv1_sync_proto_init() }
@@ -1285,8 +1356,9 @@ func file_pkg_sync_syncv1_sync_proto_init() {
 		(*AgentMessage_Refusal)(nil),
 		(*AgentMessage_PruneBlocked)(nil),
 		(*AgentMessage_SnapshotPruned)(nil),
+		(*AgentMessage_WorkGone)(nil),
 	}
-	file_pkg_sync_syncv1_sync_proto_msgTypes[8].OneofWrappers = []any{
+	file_pkg_sync_syncv1_sync_proto_msgTypes[9].OneofWrappers = []any{
 		(*HubMessage_Upsert)(nil),
 		(*HubMessage_Delete)(nil),
 		(*HubMessage_SnapshotComplete)(nil),
@@ -1300,7 +1372,7 @@ func file_pkg_sync_syncv1_sync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pkg_sync_syncv1_sync_proto_rawDesc), len(file_pkg_sync_syncv1_sync_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

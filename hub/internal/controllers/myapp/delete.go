@@ -34,9 +34,16 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *flotillav1.MyApp)
 		if _, err := r.writeWorks(ctx, p, flotillav1.DeletionIntentMyAppDeleted); err != nil {
 			return reconcile.Result{}, err
 		}
+		// Each Work goes once its member confirms (its finalizer), or
+		// after the cleanup timeout; the MyApp has no status left to name
+		// such a member in, so the event says it.
+		expired, due := expiredWorks(s.works, s.now, s.cleanupTimeout)
+		if err := r.releaseExpired(ctx, app, expired); err != nil {
+			return reconcile.Result{}, err
+		}
 		// The Works' delete events requeue this MyApp; the poll is a
 		// backstop in case the cache misses one.
-		return reconcile.Result{RequeueAfter: min(5*time.Second, earliest(5*time.Second, p.requeueAfter))}, nil
+		return reconcile.Result{RequeueAfter: min(5*time.Second, earliest(earliest(5*time.Second, p.requeueAfter), due))}, nil
 	}
 	patched := app.DeepCopy()
 	controllerutil.RemoveFinalizer(patched, flotillav1.MyAppFinalizer)

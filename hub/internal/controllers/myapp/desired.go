@@ -31,8 +31,11 @@ type desiredState struct {
 	status flotillav1.MyAppStatus
 	// requeueAfter is the earliest time-driven change: a toleration or
 	// failback window ending, a kept Work's grace period, a rollout's
-	// minSuccessTime or progressDeadline.
+	// minSuccessTime or progressDeadline, a deleted Work's cleanup timeout.
 	requeueAfter time.Duration
+	// expired are deleted Works whose member did not confirm in time: the
+	// write step lets them go (status.orphans names their clusters).
+	expired []*flotillav1.Work
 }
 
 // desired computes the desired state of s.app: schedule, step the rollout,
@@ -72,6 +75,8 @@ func desired(s *scope) (*desiredState, error) {
 	if d.works, err = planWorks(app, d.decision, s.clusters, s.works, revisions, s.now); err != nil {
 		return nil, err
 	}
+	var cleanupDue time.Duration
+	d.expired, cleanupDue = expiredWorks(s.works, s.now, s.cleanupTimeout)
 	d.status = newStatus(app, d, appstatus.Input{
 		Generation:     app.Generation,
 		Clusters:       d.works.views,
@@ -79,9 +84,10 @@ func desired(s *scope) (*desiredState, error) {
 		ScheduleReason: reason,
 		Warnings:       result.Warnings,
 	})
+	d.status.Orphans = orphansAfter(app.Status.Orphans, d.expired, d.decision.Clusters, s.now, s.cleanupTimeout)
 	// Also when unschedulable: a failback about to complete may make the
 	// app schedulable again, and the scheduler says when.
-	d.requeueAfter = earliest(d.works.requeueAfter, result.RequeueAfter)
+	d.requeueAfter = earliest(earliest(d.works.requeueAfter, result.RequeueAfter), cleanupDue)
 	if d.rollout != nil {
 		d.requeueAfter = earliest(d.requeueAfter, d.rollout.RequeueAfter)
 	}

@@ -37,6 +37,9 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
 	MaxConcurrentReconciles int
+	// WorkCleanupTimeout bounds how long a deleted Work waits for its
+	// member's confirmation (DefaultWorkCleanupTimeout when zero).
+	WorkCleanupTimeout time.Duration
 }
 
 var _ reconcile.Reconciler = &Reconciler{}

@@ -80,6 +80,11 @@ func deleting(w *flotillav1.Work) *flotillav1.Work {
 	return w
 }
 
+func withoutFinalizer(w *flotillav1.Work) *flotillav1.Work {
+	w.Finalizers = nil
+	return w
+}
+
 func evicted(name string, replicas int32, ago time.Duration) flotillav1.EvictedCluster {
 	return flotillav1.EvictedCluster{Name: name, Replicas: replicas, Reason: "ClusterUnreachable", EvictionTime: metav1.NewTime(t0.Add(-ago))}
 }
@@ -145,10 +150,17 @@ func TestPlan(t *testing.T) {
 		wantApply: []string{"a"},
 		wantViews: map[string]wantView{"a": {assigned: 2, generation: 2}},
 	}, {
-		name:      "a target's Work being deleted is written again",
+		name:        "a target's Work being deleted is waited for (its member confirms), not written",
+		app:         base,
+		decision:    decision(map[string]int32{"a": 2}),
+		existing:    map[string]*flotillav1.Work{"a": deleting(current(t, base, "a", 2))},
+		wantViews:   map[string]wantView{"a": {assigned: 2}},
+		wantRequeue: policyRecheck,
+	}, {
+		name:      "a Work without the member-cleanup finalizer (written by an older hub) is written again",
 		app:       base,
 		decision:  decision(map[string]int32{"a": 2}),
-		existing:  map[string]*flotillav1.Work{"a": deleting(current(t, base, "a", 2))},
+		existing:  map[string]*flotillav1.Work{"a": withoutFinalizer(current(t, base, "a", 2))},
 		wantApply: []string{"a"},
 		wantViews: map[string]wantView{"a": {assigned: 2, generation: 2}},
 	}, {

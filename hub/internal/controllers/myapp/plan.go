@@ -2,6 +2,7 @@ package myapp
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -112,8 +113,17 @@ func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *fl
 		desired.Labels[flotillav1.LabelRevision] = rt.Name
 	}
 	view := appstatus.ClusterView{Name: tc.Name, Assigned: replicas, Member: mc, Work: cur}
+	if cur != nil && !cur.DeletionTimestamp.IsZero() {
+		// The old Work waits for its member to confirm its deletion (its
+		// finalizer); the new one is written once it is gone, which
+		// requeues the app.
+		view.Work = nil
+		p.views = append(p.views, view)
+		p.requeueAfter = earliest(p.requeueAfter, policyRecheck)
+		return nil
+	}
 	if cur == nil || !render.SameManifests(cur.Spec.Manifests, desired.Spec.Manifests) || render.PolicyOf(cur) != desired.Spec.DeletionPolicy ||
-		!labelsContain(cur.Labels, desired.Labels) || !cur.DeletionTimestamp.IsZero() {
+		!labelsContain(cur.Labels, desired.Labels) || !slices.Contains(cur.Finalizers, flotillav1.WorkFinalizer) {
 		p.apply = append(p.apply, desired)
 		// The member has not seen this spec yet.
 		if cur != nil {
@@ -141,7 +151,7 @@ func (p *plan) evicted(app *flotillav1.MyApp, decision *flotillav1.PlacementDeci
 	cu := clusterUnreachable(app)
 	for _, e := range decision.Evicted {
 		cur := existing[e.Name]
-		if cur == nil || wanted[e.Name] {
+		if cur == nil || !cur.DeletionTimestamp.IsZero() || wanted[e.Name] {
 			continue
 		}
 		mode, since := cu.PurgeMode, e.EvictionTime.Time

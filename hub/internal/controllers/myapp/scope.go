@@ -22,6 +22,8 @@ type scope struct {
 	works map[string]*flotillav1.Work
 	// now is the reconcile's one reading of the clock.
 	now time.Time
+	// cleanupTimeout is the Reconciler's WorkCleanupTimeout.
+	cleanupTimeout time.Duration
 }
 
 // clusterSet is the MemberClusters from the cache, as a list and by name.
@@ -44,7 +46,7 @@ func (r *Reconciler) read(ctx context.Context, app *flotillav1.MyApp) (*scope, e
 	if err != nil {
 		return nil, err
 	}
-	return &scope{app: app, clusters: cs, works: works, now: r.Clock.Now()}, nil
+	return &scope{app: app, clusters: cs, works: works, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout()}, nil
 }
 
 // works returns the Works of MyApp namespace/name by cluster name.

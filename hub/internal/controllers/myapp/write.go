@@ -68,7 +68,13 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 	}
 	r.exportMetrics(s.app, status.Clusters)
 	statusErr := r.writeStatus(ctx, base, status, progressive)
-	if err := errors.Join(writeErr, finalizerErr, statusErr); err != nil {
+	var expiredErr error
+	if statusErr == nil && len(d.expired) > 0 {
+		// Only once status.orphans names them: a failed status write
+		// leaves them to expire again next time.
+		expiredErr = r.releaseExpired(ctx, s.app, d.expired)
+	}
+	if err := errors.Join(writeErr, finalizerErr, statusErr, expiredErr); err != nil {
 		return reconcile.Result{}, err
 	}
 	if d.requeueAfter > 0 {
