@@ -131,10 +131,16 @@ func startAgent(t *testing.T, opts agentsetup.Options) (stop func()) {
 // hub, the address agents dial, and a stop function.
 func (f *fleet) startSyncHub(t *testing.T, syncAddr string) (*setup.Hub, func()) {
 	t.Helper()
+	return f.startSyncHubWith(t, syncAddr, nil)
+}
+
+// startSyncHubWith is startSyncHub with options changed by mutate.
+func (f *fleet) startSyncHubWith(t *testing.T, syncAddr string, mutate func(*setup.Options)) (*setup.Hub, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan string, 1)
 	hub := func() *setup.Hub {
-		h, err := setup.New(ctx, setup.Options{
+		opts := setup.Options{
 			Config: f.hubCfg, MetricsAddr: "0", ProbeAddr: "0",
 			SyncAddr: syncAddr, CertDir: f.certDir,
 			HeartbeatGrace:     3 * time.Second,
@@ -142,7 +148,11 @@ func (f *fleet) startSyncHub(t *testing.T, syncAddr string) (*setup.Hub, func())
 			Registerer:         newRegistry(),
 			SkipNameValidation: true,
 			OnSyncListening:    func(a string) { listening <- a },
-		})
+		}
+		if mutate != nil {
+			mutate(&opts)
+		}
+		h, err := setup.New(ctx, opts)
 		if err != nil {
 			cancel()
 			t.Fatalf("building the hub: %v", err)
