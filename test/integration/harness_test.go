@@ -44,8 +44,10 @@ type hubEnv struct {
 	hub *setup.Hub
 }
 
-// startHubManager starts the hub manager against cfg and stops it when the
-// test ends.
+// startHubManager starts the hub manager against cfg, without a sync
+// server (the tests play the agents through the tracker), and stops it
+// when the test ends. No agent confirms a Work's deletion here, so a
+// deleted Work goes after a one-second cleanup timeout.
 func startHubManager(t *testing.T, cfg *rest.Config, mutate func(*setup.Options)) *setup.Hub {
 	t.Helper()
 	opts := setup.Options{
@@ -53,6 +55,7 @@ func startHubManager(t *testing.T, cfg *rest.Config, mutate func(*setup.Options)
 		MetricsAddr:        "0",
 		ProbeAddr:          "0",
 		HeartbeatGrace:     2 * time.Second,
+		WorkCleanupTimeout: time.Second,
 		Logger:             testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
 		Registerer:         prometheus.NewRegistry(),
 		SkipNameValidation: true,
