@@ -36,6 +36,7 @@
 //	  | <-- WorkUpsert / WorkDelete ...  ----- |  then every change
 //	  | <-- WorkOrphan ... ------------------- |  a Work lost without intent
 //	  | <-- PruneConfirm{epoch} -------------- |  when an admin confirms a held prune
+//	  | -- WorkGone{name} -------------------> |  done with a deleted or orphaned Work
 //	  | -- StatusReport / Heartbeat ... -----> |  at any time after Hello
 //
 // Objects travel as JSON bytes encoded with the api/v1alpha1 types (a Work
@@ -118,6 +119,20 @@
 // re-installed with an empty Work CRD) waits for an admin's confirmation,
 // but a small one (say one Work of many deleted by hand while the hub was
 // down) is pruned.
+//
+// # Confirmed deletion
+//
+// The hub's Works carry the finalizer flotilla.dev/member-cleanup, so a
+// deleted Work stays, terminating, until its member is done with it; the
+// source reports it as gone. After WorkDelete (or WorkOrphan) succeeded,
+// the agent sends WorkGone{name}, and the server calls its DeletionSink,
+// which lets the Work go. The server confirms without a message what the
+// agent does not hold: a vanished Work not held, after the hello every
+// terminating Work (TerminatingLister) the hello does not list, and on
+// SnapshotPruned every held Work the snapshot left out. A WorkGone with an
+// invalid name ends the stream with INVALID_ARGUMENT; an agent confirms
+// only Works of its own cluster, since the server names the cluster from
+// the certificate.
 //
 // # Fleet identity
 //

@@ -423,7 +423,9 @@ func placementOf(app *flotillav1.MyApp) map[string]int32 {
 }
 
 // worksOf returns the hub's Works by cluster for the MyApp called name in
-// the spec's namespace, or for every MyApp there when name is empty.
+// the spec's namespace, or for every MyApp there when name is empty,
+// leaving out Works being deleted (waiting for their member's
+// confirmation).
 func worksOf(ctx context.Context, in SpecInput, name string) (map[string]*flotillav1.Work, error) {
 	labels := client.MatchingLabels{flotillav1.LabelMyAppNamespace: in.Namespace}
 	if name != "" {
@@ -436,6 +438,11 @@ func worksOf(ctx context.Context, in SpecInput, name string) (map[string]*flotil
 	out := map[string]*flotillav1.Work{}
 	for i := range list.Items {
 		w := &list.Items[i]
+		if !w.DeletionTimestamp.IsZero() {
+			// Deleted, waiting for its member to confirm (its finalizer):
+			// no longer one the app wants.
+			continue
+		}
 		key := w.Labels[flotillav1.LabelCluster]
 		if name == "" {
 			key = w.Namespace + "/" + w.Name

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -121,6 +122,40 @@ func agentConnected(ctx context.Context, in SpecInput, member, instance string) 
 	return nil
 }
 
+// forceFinalizeWork removes the member-cleanup finalizer of cluster's
+// terminating Work with that uid (as kubectl patch --type=json would) and
+// waits until it is gone.
+func forceFinalizeWork(t *testing.T, in SpecInput, cluster string, uid types.UID) {
+	t.Helper()
+	ctx := context.Background()
+	var list flotillav1.WorkList
+	if err := in.Provider.Hub().List(ctx, &list, client.InNamespace(flotillav1.ClusterNamespace(cluster))); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		w := &list.Items[i]
+		if w.UID != uid {
+			continue
+		}
+		patch := []byte(`[{"op":"test","path":"/metadata/uid","value":"` + string(uid) + `"},{"op":"remove","path":"/metadata/finalizers"}]`)
+		if err := in.Provider.Hub().Patch(ctx, w, client.RawPatch(types.JSONPatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("removing the finalizers of Work %s/%s: %v", w.Namespace, w.Name, err)
+		}
+	}
+	eventually(t, cluster+"'s deleted Work "+string(uid)+" gone from the hub", convergeTimeout, func() error {
+		var list flotillav1.WorkList
+		if err := in.Provider.Hub().List(ctx, &list, client.InNamespace(flotillav1.ClusterNamespace(cluster))); err != nil {
+			return err
+		}
+		for _, w := range list.Items {
+			if w.UID == uid {
+				return fmt.Errorf("still there (finalizers %v)", w.Finalizers)
+			}
+		}
+		return nil
+	})
+}
+
 // AgentPausedLeaderSpec: an agent leader that was paused (SIGSTOP, as a
 // stalled node or a stop-the-world pause would freeze it) and resumes after
 // another replica took its Lease deletes nothing in its member. Before
@@ -132,7 +167,10 @@ func agentConnected(ctx context.Context, in SpecInput, member, instance string) 
 // agents paused (the standby too, so that the order of events is the
 // spec's and not a race with the 5s Lease), member-1 is descheduled: the
 // hub deletes its Work and sends WorkDelete on the paused leader's stream,
-// where it waits in the socket. Then the MyApp is placed on member-1
+// where it waits in the socket. The Work waits for the member's
+// confirmation, which never comes from a paused agent, so the spec lets it
+// go as an admin would (the hub's cleanup timeout would, later). Then the
+// MyApp is placed on member-1
 // again: a new Work of the same name, and member-1's Deployment, which
 // nobody deleted, is wanted again. The standby resumes, takes the Lease
 // and the stream, and applies the new Work to that same Deployment. When
@@ -230,6 +268,12 @@ func AgentPausedLeaderSpec(t *testing.T, in SpecInput) {
 		}
 		return nil
 	})
+	// The deleted Work waits for the paused member to confirm (its
+	// finalizer flotilla.dev/member-cleanup), which holds back a new Work
+	// of the same name. An admin who gives up on the member removes the
+	// finalizer, as the hub's --work-cleanup-timeout would later: the
+	// Work goes, and the message in the old leader's socket is stale.
+	forceFinalizeWork(t, in, member, oldWork.UID)
 	// And changes its mind: the same Deployment is wanted again.
 	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Placement.ClusterAffinity = nil })
 	eventually(t, "a new Work of web for "+member+" on the hub", convergeTimeout, func() error {
