@@ -76,7 +76,7 @@ func orphansAfter(prev []flotillav1.OrphanedWork, expired []*flotillav1.Work, ta
 
 // releaseExpired removes the member-cleanup finalizer of each expired
 // Work, so its deletion completes without the member, and says so in an
-// event on app.
+// event on app (when there is one).
 func (r *Reconciler) releaseExpired(ctx context.Context, app *flotillav1.MyApp, expired []*flotillav1.Work) error {
 	var errs []error
 	for _, w := range expired {
@@ -87,7 +87,7 @@ func (r *Reconciler) releaseExpired(ctx context.Context, app *flotillav1.MyApp, 
 			errs = append(errs, fmt.Errorf("letting Work %s/%s go without its member: %w", w.Namespace, w.Name, err))
 			continue
 		}
-		if r.Recorder != nil {
+		if r.Recorder != nil && app != nil {
 			r.Recorder.Eventf(app, nil, corev1.EventTypeWarning, "MemberCleanupTimeout", "Cleanup",
 				"cluster %s did not confirm within %s that it removed the objects of Work %s; the Work is gone from the hub and the objects may still run there (status.orphans)",
 				strings.TrimPrefix(w.Namespace, flotillav1.ClusterNamespacePrefix), r.cleanupTimeout(), w.Name)

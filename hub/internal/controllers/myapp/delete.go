@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -54,11 +55,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *flotillav1.MyApp)
 	return reconcile.Result{}, nil
 }
 
-// deleteWorks deletes the Works of a MyApp that no longer exists.
-func (r *Reconciler) deleteWorks(ctx context.Context, namespace, name string) error {
+// deleteWorks deletes the Works of a MyApp that no longer exists, and
+// lets those whose member did not confirm within the cleanup timeout go
+// (there is no MyApp left to name the member in; the log does).
+func (r *Reconciler) deleteWorks(ctx context.Context, namespace, name string) (reconcile.Result, error) {
 	works, err := r.works(ctx, namespace, name)
 	if err != nil || len(works) == 0 {
-		return err
+		return reconcile.Result{}, err
 	}
 	var p plan
 	for _, w := range works {
@@ -66,6 +69,16 @@ func (r *Reconciler) deleteWorks(ctx context.Context, namespace, name string) er
 			p.remove = append(p.remove, w)
 		}
 	}
-	_, err = r.writeWorks(ctx, p, flotillav1.DeletionIntentMyAppDeleted)
-	return err
+	if _, err := r.writeWorks(ctx, p, flotillav1.DeletionIntentMyAppDeleted); err != nil {
+		return reconcile.Result{}, err
+	}
+	expired, due := expiredWorks(works, r.Clock.Now(), r.cleanupTimeout())
+	for _, w := range expired {
+		log.FromContext(ctx).Info("a member did not confirm the deletion of a gone MyApp's Work in time; its objects may still run there",
+			"work", w.Namespace+"/"+w.Name, "timeout", r.cleanupTimeout())
+	}
+	if err := r.releaseExpired(ctx, nil, expired); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: due}, nil
 }

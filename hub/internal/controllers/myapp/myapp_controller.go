@@ -79,7 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			// The MyApp is gone: remove Works it may have left behind (a
 			// Work written before its finalizer was, for example).
-			return reconcile.Result{}, r.deleteWorks(ctx, req.Namespace, req.Name)
+			return r.deleteWorks(ctx, req.Namespace, req.Name)
 		}
 		return reconcile.Result{}, fmt.Errorf("getting MyApp %s: %w", req, err)
 	}
