@@ -285,6 +285,90 @@ func NewWork(cluster, name string, replicas int) *v1alpha1.Work {
 	}
 }
 
+// Terminating is a Works that also lists the Works being deleted (held by
+// their member-cleanup finalizer), as the hub's source does: a
+// server.TerminatingLister. Works itself stays without the method, so the
+// other tests' hubs keep their behaviour.
+type Terminating struct {
+	*Works
+	mu    sync.Mutex
+	names map[string][]string // cluster -> names, in the order set
+}
+
+var (
+	_ server.WorkSource        = (*Terminating)(nil)
+	_ server.TerminatingLister = (*Terminating)(nil)
+)
+
+// NewTerminating wraps w.
+func NewTerminating(w *Works) *Terminating {
+	return &Terminating{Works: w, names: make(map[string][]string)}
+}
+
+// SetTerminating sets the Works of cluster being deleted.
+func (t *Terminating) SetTerminating(cluster string, names ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.names[cluster] = slices.Clone(names)
+}
+
+// Release drops Work name of cluster from the terminating list, as
+// removing its finalizer does.
+func (t *Terminating) Release(cluster, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.names[cluster] = slices.DeleteFunc(t.names[cluster], func(n string) bool { return n == name })
+}
+
+// TerminatingWorks implements server.TerminatingLister.
+func (t *Terminating) TerminatingWorks(cluster string) ([]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.names[cluster]), nil
+}
+
+// Deletions is a server.DeletionSink that records every WorkGone as
+// "cluster/name", in order. A hook set with OnGone runs inside WorkGone,
+// before it is recorded, so a test can check what held when the hub
+// heard.
+type Deletions struct {
+	mu    sync.Mutex
+	calls []string
+	hook  func(cluster, name string)
+}
+
+var _ server.DeletionSink = (*Deletions)(nil)
+
+// NewDeletions returns a sink that has heard nothing.
+func NewDeletions() *Deletions { return &Deletions{} }
+
+// OnGone sets a function called on every WorkGone (nil: none).
+func (d *Deletions) OnGone(fn func(cluster, name string)) {
+	d.mu.Lock()
+	d.hook = fn
+	d.mu.Unlock()
+}
+
+// WorkGone implements server.DeletionSink.
+func (d *Deletions) WorkGone(_ context.Context, cluster, name string) {
+	d.mu.Lock()
+	hook := d.hook
+	d.mu.Unlock()
+	if hook != nil {
+		hook(cluster, name)
+	}
+	d.mu.Lock()
+	d.calls = append(d.calls, cluster+"/"+name)
+	d.mu.Unlock()
+}
+
+// Calls lists the WorkGone calls as "cluster/name", in order.
+func (d *Deletions) Calls() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.calls)
+}
+
 // Clusters is a server.ClusterRegistry over a fixed set of names.
 type Clusters struct {
 	mu    sync.RWMutex
@@ -457,6 +541,10 @@ type Applier struct {
 	// counts the calls that failed.
 	failPrune     bool
 	pruneFailures int
+	// failDelete makes Delete fail while set; deleteFailures counts the
+	// calls that failed.
+	failDelete     bool
+	deleteFailures int
 	// brake, when above zero, holds an unconfirmed prune that would
 	// delete more than brake Works, as pkg/apply's deletion brake does.
 	brake  int
@@ -497,6 +585,21 @@ func (a *Applier) PruneFailures() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.pruneFailures
+}
+
+// FailDeletes makes every Delete call fail while fail is set, as an
+// object the member refuses to delete would; the Work stays held.
+func (a *Applier) FailDeletes(fail bool) {
+	a.mu.Lock()
+	a.failDelete = fail
+	a.mu.Unlock()
+}
+
+// DeleteFailures counts the Delete calls that failed.
+func (a *Applier) DeleteFailures() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.deleteFailures
 }
 
 // Brake makes SnapshotComplete refuse, with a *client.PruneBlockedError,
@@ -601,6 +704,10 @@ func (a *Applier) Delete(ctx context.Context, name string) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.failDelete {
+		a.deleteFailures++
+		return fmt.Errorf("injected failure deleting %s", name)
+	}
 	delete(a.held, name)
 	a.deletes++
 	a.log = append(a.log, "delete "+name)
