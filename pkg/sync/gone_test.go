@@ -2,7 +2,6 @@ package sync_test
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -449,7 +448,6 @@ func prunedFirst(hub *synctest.Hub, event string) func(cluster, name string) str
 // held" for "the agent holds nothing", but held forgets the Work as soon
 // as WorkDelete is sent.
 func TestRepeatedChangeDoesNotConfirmEarly(t *testing.T) {
-	knownBug(t, "server/session.go sync(): a Work not in held is confirmed, but held forgets it when WorkDelete is sent")
 	synctest.CheckGoroutines(t)
 	p := synctest.NewPKI(t)
 	gone := synctest.NewDeletions()
@@ -490,7 +488,6 @@ func TestRepeatedChangeDoesNotConfirmEarly(t *testing.T) {
 // applies it, and the confirmed prune (to what the hub wants then) keeps
 // it. The hub must not hear WorkGone for it: the agent holds it.
 func TestPrunedWorkRecreatedBeforePruneIsNotConfirmed(t *testing.T) {
-	knownBug(t, "server/session.go: sess.pruned is fixed at the snapshot; an upsert of the same name since does not take it off")
 	synctest.CheckGoroutines(t)
 	p := synctest.NewPKI(t)
 	gone := synctest.NewDeletions()
@@ -530,13 +527,4 @@ func TestPrunedWorkRecreatedBeforePruneIsNotConfirmed(t *testing.T) {
 		t.Errorf("the sink heard %q, want c and d only: the agent holds the re-created b", calls)
 	}
 	w.check(t)
-}
-
-// knownBug skips a test that fails because of the implementation bug
-// described, unless FLOTILLA_KNOWN_BUGS is set (to check a fix).
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("FLOTILLA_KNOWN_BUGS") == "" {
-		t.Skipf("known bug, fails until fixed (run with FLOTILLA_KNOWN_BUGS=1): %s", bug)
-	}
 }

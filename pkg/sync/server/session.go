@@ -56,9 +56,46 @@ type session struct {
 	deletesWaiting atomic.Int64
 
 	// pruned are the held Works the snapshot left out, which the agent's
-	// prune removes: when it reports SnapshotPruned, they are gone.
+	// prune removes: when it reports SnapshotPruned, they are gone (less
+	// those sent again since, which the agent keeps). awaiting are the
+	// Works sent WorkDelete or WorkOrphan whose WorkGone has not come: no
+	// longer held, yet not done. Both are guarded by prunedMu: the send
+	// loop writes them, the handler reads them.
 	prunedMu sync.Mutex
 	pruned   []string
+	awaiting map[string]bool
+}
+
+// await records that the agent was told to remove Work name and has not
+// said it is done.
+func (sess *session) await(name string, on bool) {
+	sess.prunedMu.Lock()
+	defer sess.prunedMu.Unlock()
+	if on {
+		if sess.awaiting == nil {
+			sess.awaiting = map[string]bool{}
+		}
+		sess.awaiting[name] = true
+		return
+	}
+	delete(sess.awaiting, name)
+}
+
+// awaited says the agent was told to remove Work name and has not said it
+// is done.
+func (sess *session) awaited(name string) bool {
+	sess.prunedMu.Lock()
+	defer sess.prunedMu.Unlock()
+	return sess.awaiting[name]
+}
+
+// sentAgain takes Work name off the prune's list: it was sent again, so
+// the agent keeps it.
+func (sess *session) sentAgain(name string) {
+	sess.prunedMu.Lock()
+	defer sess.prunedMu.Unlock()
+	sess.pruned = slices.DeleteFunc(sess.pruned, func(n string) bool { return n == name })
+	delete(sess.awaiting, name)
 }
 
 // takePruned returns the Works the snapshot's prune removed, once.
@@ -405,6 +442,7 @@ func (sess *session) handle(m *syncv1.AgentMessage) error {
 		if err := wire.ValidateWorkName(name); err != nil {
 			return invalid("work_gone: %v", err)
 		}
+		sess.await(name, false)
 		sess.confirmGone(name)
 	case *syncv1.AgentMessage_Hello:
 		return invalid("hello may be sent only once per stream")
@@ -591,8 +629,12 @@ func (sess *session) sync(name string, paced bool) error {
 		if _, held := sess.held[name]; !held {
 			sess.stopWaiting(name)
 			// The agent never had it, or is done with it: a deletion
-			// waiting for its member may complete.
-			sess.confirmGone(name)
+			// waiting for its member may complete. Not while the agent
+			// works on a WorkDelete or WorkOrphan sent for it: its
+			// WorkGone says when it is done.
+			if !sess.awaited(name) {
+				sess.confirmGone(name)
+			}
 			return nil
 		}
 		// Only a deletion the hub meant deletes the member objects; a
@@ -709,6 +751,7 @@ func (sess *session) upsert(w *v1alpha1.Work) (sent bool, err error) {
 		return false, err
 	}
 	sess.held[w.Name] = heldWork{uid: string(w.UID), generation: w.Generation}
+	sess.sentAgain(w.Name)
 	return true, nil
 }
 
@@ -718,6 +761,7 @@ func (sess *session) delete(name string) error {
 		return err
 	}
 	delete(sess.held, name)
+	sess.await(name, true)
 	return nil
 }
 
@@ -730,6 +774,7 @@ func (sess *session) orphan(name string) error {
 		return err
 	}
 	delete(sess.held, name)
+	sess.await(name, true)
 	sess.srv.metrics.orphaned.WithLabelValues(sess.cluster).Inc()
 	sess.log.Info("Work vanished from the hub without a deletion intent; told the agent to orphan its objects, which keep running", "work", name)
 	return nil
