@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -169,9 +170,16 @@ func TestHubPlacesWorksForEverySchedulingMode(t *testing.T) {
 		for _, w := range works.Items {
 			uids[w.Namespace] = string(w.UID)
 		}
-		app.Spec.Replicas = ptr.To[int32](24)
-		app.Spec.Image = "registry.example.com/team/web:2.0"
-		if err := env.c.Update(ctx, app); err != nil {
+		// The controller writes the MyApp's status meanwhile: retry on a
+		// conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+				return err
+			}
+			app.Spec.Replicas = ptr.To[int32](24)
+			app.Spec.Image = "registry.example.com/team/web:2.0"
+			return env.c.Update(ctx, app)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "Works scaled to 4/8/12 with image 2.0", 20*time.Second, func() error {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -194,11 +195,15 @@ func TestDescheduledWorkIsDeletedInTheMember(t *testing.T) {
 		return nil
 	})
 
-	if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
-		t.Fatal(err)
-	}
-	app.Spec.Placement.ClusterAffinity.ClusterNames = []string{"member-2"}
-	if err := f.hub.Update(ctx, app); err != nil {
+	// The controller writes the MyApp's status meanwhile: retry on a
+	// conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
+			return err
+		}
+		app.Spec.Placement.ClusterAffinity.ClusterNames = []string{"member-2"}
+		return f.hub.Update(ctx, app)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "Deployment web deleted from member-1", 60*time.Second, func() error {
