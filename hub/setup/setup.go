@@ -286,7 +286,7 @@ func setupSync(ctx context.Context, mgr ctrl.Manager, opts Options, hub *Hub, mc
 		Works:      source,
 		Clusters:   syncbridge.Registry{Reader: mgr.GetCache()},
 		Status:     hub.StatusWriter,
-		Deletions:  &syncbridge.Finalizer{Client: mgr.GetClient(), Reader: mgr.GetCache()},
+		Deletions:  &syncbridge.Finalizer{Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader()},
 		Agents:     hub.Tracker,
 		TLS:        tlsCfg,
 		Registerer: registerer,

@@ -7,10 +7,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/finalizer"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
@@ -20,10 +20,12 @@ import (
 // done with it: it removes the Work's finalizer flotilla.dev/member-cleanup
 // (a DeletionSink of the sync server).
 type Finalizer struct {
-	// Client removes the finalizer (and reads a Work again on a conflict).
+	// Client removes the finalizer.
 	Client client.Client
 	// Reader reads Works (the cache).
 	Reader client.Reader
+	// APIReader reads a Work live when the cache is behind (nil: Reader).
+	APIReader client.Reader
 }
 
 var _ syncserver.DeletionSink = (*Finalizer)(nil)
@@ -40,33 +42,42 @@ func (f *Finalizer) WorkGone(ctx context.Context, cluster, name string) {
 	}
 }
 
+// release removes the finalizer with a JSON patch that tests the entry it
+// removes (finalizer.RemovePatch), so the agents' status writes to the
+// same Work cannot make it fail; a finalizer list that changed meanwhile
+// is read again, live.
 func (f *Finalizer) release(ctx context.Context, key client.ObjectKey) error {
-	w := &flotillav1.Work{}
 	reader := f.Reader
+	var err error
 	for attempt := 0; attempt < 3; attempt++ {
+		w := &flotillav1.Work{}
 		if err := reader.Get(ctx, key, w); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if w.DeletionTimestamp.IsZero() || !slices.Contains(w.Finalizers, flotillav1.WorkFinalizer) {
+		if w.DeletionTimestamp.IsZero() {
 			return nil
 		}
-		before := w.DeepCopy()
-		controllerutil.RemoveFinalizer(w, flotillav1.WorkFinalizer)
-		err := f.Client.Patch(ctx, w, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		patch, ok, perr := finalizer.RemovePatch(w, flotillav1.WorkFinalizer)
+		if perr != nil || !ok {
+			return perr
+		}
+		err = f.Client.Patch(ctx, w, patch)
 		switch {
 		case err == nil:
 			log.FromContext(ctx).V(1).Info("member confirmed; the Work's deletion completes", "work", key.String())
 			return nil
 		case apierrors.IsNotFound(err):
 			return nil
-		case apierrors.IsConflict(err):
-			// Read the live object: the cache is behind.
-			reader = f.Client
+		case apierrors.IsInvalid(err) || apierrors.IsConflict(err):
+			// The finalizers changed since the read: read them live.
+			if f.APIReader != nil {
+				reader = f.APIReader
+			}
 		default:
 			return err
 		}
 	}
-	return fmt.Errorf("removing finalizer %s: conflicts on every attempt", flotillav1.WorkFinalizer)
+	return fmt.Errorf("removing finalizer %s: the finalizer list kept changing: %w", flotillav1.WorkFinalizer, err)
 }
 
 // TerminatingWorks implements syncserver.TerminatingLister: the Works of

@@ -12,10 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/finalizer"
 )
 
 // DefaultWorkCleanupTimeout is how long a deleted Work waits for its
@@ -80,9 +79,10 @@ func orphansAfter(prev []flotillav1.OrphanedWork, expired []*flotillav1.Work, ta
 func (r *Reconciler) releaseExpired(ctx context.Context, app *flotillav1.MyApp, expired []*flotillav1.Work) error {
 	var errs []error
 	for _, w := range expired {
-		patched := w.DeepCopy()
-		controllerutil.RemoveFinalizer(patched, flotillav1.WorkFinalizer)
-		err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(w, client.MergeFromWithOptimisticLock{}))
+		patch, ok, err := finalizer.RemovePatch(w, flotillav1.WorkFinalizer)
+		if err == nil && ok {
+			err = r.Client.Patch(ctx, w.DeepCopy(), patch)
+		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("letting Work %s/%s go without its member: %w", w.Namespace, w.Name, err))
 			continue
