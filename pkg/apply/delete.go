@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -294,25 +295,9 @@ func (a *Applier) deleteRecorded(ctx context.Context, work string, objs []Applie
 // false when there was nothing of this Work's to delete, and an error when
 // the deletion should be tried again.
 func (a *Applier) deleteObject(ctx context.Context, work string, o AppliedObject) (bool, error) {
-	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
-	live, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: o.Namespace, Name: o.Name})
-	switch {
-	case meta.IsNoMatchError(err):
-		// The cluster no longer serves the kind, so the object is gone.
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading it: %w", err)
-	case live == nil:
-		return false, nil
-	}
-	logger := log.FromContext(ctx).WithValues("work", work, "object", describe(o.ResourceIdentifier))
-	if o.UID != "" && live.GetUID() != o.UID {
-		logger.Info("not deleting an object that replaced the recorded one", "recordedUID", o.UID, "uid", live.GetUID())
-		return false, nil
-	}
-	if reason := a.notDeletable(live, work); reason != "" {
-		logger.Info("not deleting a recorded object that is no longer the Work's: "+reason, "uid", live.GetUID())
-		return false, nil
+	live, logger, err := a.recordedLive(ctx, work, o, "deleting")
+	if err != nil || live == nil {
+		return false, err
 	}
 	if live.GetDeletionTimestamp() != nil {
 		return false, nil
@@ -330,6 +315,36 @@ func (a *Applier) deleteObject(ctx context.Context, work string, o AppliedObject
 	default:
 		return false, err
 	}
+}
+
+// recordedLive reads the live object o names and returns it when it
+// still is the one recorded for Work work: the recorded UID (when one was
+// recorded) and the Work's and the Applier's identity (notDeletable). It
+// returns nil, with a log line saying why (verb: what the caller would
+// do), when there is nothing of the Work's to act on, and an error when
+// the read failed.
+func (a *Applier) recordedLive(ctx context.Context, work string, o AppliedObject, verb string) (*unstructured.Unstructured, logr.Logger, error) {
+	logger := log.FromContext(ctx).WithValues("work", work, "object", describe(o.ResourceIdentifier))
+	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
+	live, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: o.Namespace, Name: o.Name})
+	switch {
+	case meta.IsNoMatchError(err):
+		// The cluster no longer serves the kind, so the object is gone.
+		return nil, logger, nil
+	case err != nil:
+		return nil, logger, fmt.Errorf("reading it: %w", err)
+	case live == nil:
+		return nil, logger, nil
+	}
+	if o.UID != "" && live.GetUID() != o.UID {
+		logger.Info("not "+verb+" an object that replaced the recorded one", "recordedUID", o.UID, "uid", live.GetUID())
+		return nil, logger, nil
+	}
+	if reason := a.notDeletable(live, work); reason != "" {
+		logger.Info("not "+verb+" a recorded object that is no longer the Work's: "+reason, "uid", live.GetUID())
+		return nil, logger, nil
+	}
+	return live, logger, nil
 }
 
 // notDeletable says why live may not be deleted as Work work's object, or

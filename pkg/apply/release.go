@@ -6,12 +6,9 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
@@ -33,24 +30,9 @@ var releasedLabels = []string{
 // meanwhile is read again on the next call. A gone, replaced or no longer
 // Flotilla's object needs nothing and returns nil.
 func (a *Applier) releaseObject(ctx context.Context, work string, o AppliedObject) error {
-	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
-	live, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: o.Namespace, Name: o.Name})
-	switch {
-	case meta.IsNoMatchError(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading it: %w", err)
-	case live == nil:
-		return nil
-	}
-	logger := log.FromContext(ctx).WithValues("work", work, "object", describe(o.ResourceIdentifier))
-	if o.UID != "" && live.GetUID() != o.UID {
-		logger.Info("not releasing an object that replaced the recorded one", "recordedUID", o.UID, "uid", live.GetUID())
-		return nil
-	}
-	if reason := a.notDeletable(live, work); reason != "" {
-		logger.Info("not releasing a recorded object that is no longer the Work's: "+reason, "uid", live.GetUID())
-		return nil
+	live, logger, err := a.recordedLive(ctx, work, o, "releasing")
+	if err != nil || live == nil {
+		return err
 	}
 	patch, err := releasePatch(live.GetLabels(), live.GetAnnotations(), live.GetManagedFields(), a.owner, live.GetResourceVersion())
 	if err != nil {
