@@ -76,7 +76,7 @@ testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips thos
 # make test from building the whole tree twice. Add a package here when it
 # starts a goroutine.
 RACE_PKGS := ./agent/... ./hub/internal/controllers/... ./hub/setup ./hub/internal/syncbridge \
-	./pkg/apply ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration
+	./pkg/apply ./pkg/hubca ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration
 
 .PHONY: test
 test: lint testbed-bin ## Lint; unit, integration and testbed tests (RACE_PKGS with -race); a short fuzz run; the e2e suite.

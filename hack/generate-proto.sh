@@ -18,6 +18,7 @@ mkdir -p "$bin"
 # the file's name in the protobuf registry, which keeps it unique.
 protos=(
   pkg/sync/syncv1/sync.proto
+  pkg/sync/syncv1/bootstrap.proto
 )
 
 build() { # build <module dir> <package>...

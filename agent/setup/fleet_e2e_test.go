@@ -31,6 +31,8 @@ type testHub struct {
 	refusals int
 	blocked  *syncserver.PruneBlocked
 	pruned   int
+	// statuses are the last Work statuses the agent reported, by Work.
+	statuses map[string]*flotillav1.WorkStatus
 	srv      *syncserver.Server
 	done     chan error
 }
@@ -56,11 +58,25 @@ func (h *testHub) GetWork(_, name string) (*flotillav1.Work, error) {
 // snapshot's prune.
 func (h *testHub) DeletionIntent(string, string) (string, bool) { return "", false }
 
-func (h *testHub) ClusterKnown(context.Context, string) (bool, error)                 { return true, nil }
-func (h *testHub) AgentConnected(string, syncserver.AgentInfo)                        {}
-func (h *testHub) AgentHeartbeat(string, syncserver.Heartbeat)                        {}
-func (h *testHub) AgentDisconnected(string, error)                                    {}
-func (h *testHub) WorkStatus(context.Context, string, string, *flotillav1.WorkStatus) {}
+func (h *testHub) ClusterKnown(context.Context, string) (bool, error) { return true, nil }
+func (h *testHub) AgentConnected(string, syncserver.AgentInfo)        {}
+func (h *testHub) AgentHeartbeat(string, syncserver.Heartbeat)        {}
+func (h *testHub) AgentDisconnected(string, error)                    {}
+func (h *testHub) WorkStatus(_ context.Context, _, work string, st *flotillav1.WorkStatus) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.statuses == nil {
+		h.statuses = map[string]*flotillav1.WorkStatus{}
+	}
+	h.statuses[work] = st.DeepCopy()
+}
+
+// status returns the last status the agent reported for Work work, or nil.
+func (h *testHub) status(work string) *flotillav1.WorkStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.statuses[work].DeepCopy()
+}
 func (h *testHub) AgentRefused(string, syncserver.Refusal) {
 	h.mu.Lock()
 	h.refusals++

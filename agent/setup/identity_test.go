@@ -3,6 +3,8 @@ package setup
 import (
 	"context"
 	"errors"
+	"github.com/flotilla-dev/flotilla/pkg/leader"
+	"github.com/flotilla-dev/flotilla/pkg/works"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,9 +49,9 @@ func TestHoldsLease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := holdsLease(tt.lease, "me", now)
+			err := leader.Holds(tt.lease, "me", now)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Errorf("holdsLease = %v, want an error containing %q", err, tt.wantErr)
+				t.Errorf("leader.Holds = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
 	}
@@ -73,7 +75,7 @@ func TestFleetIdentityRecord(t *testing.T) {
 	ctx := context.Background()
 	const ns = "identity-test"
 	applier := &identityApplier{}
-	id := &fleetIdentity{reader: c, writer: c, namespace: ns, applier: applier, log: testr.New(t)}
+	id := &works.FleetIdentity{Reader: c, Writer: c, Namespace: ns, Applier: applier, Log: testr.New(t)}
 	record := func() map[string]string {
 		t.Helper()
 		cm := &corev1.ConfigMap{}
@@ -84,7 +86,7 @@ func TestFleetIdentityRecord(t *testing.T) {
 	}
 	wantRecord := func(fleet, cluster string) {
 		t.Helper()
-		if r := record(); r[identityKeyFleetID] != fleet || r[identityKeyCluster] != cluster {
+		if r := record(); r[works.IdentityKeyFleetID] != fleet || r[works.IdentityKeyCluster] != cluster {
 			t.Fatalf("record = %v, want fleet %s, cluster %s", r, fleet, cluster)
 		}
 	}
@@ -142,7 +144,7 @@ func TestFleetIdentityRecord(t *testing.T) {
 	refused(id.Admit(ctx, "fleet-a", "east"))
 
 	// The flag re-points too.
-	id.accept = "fleet-c"
+	id.Accept = "fleet-c"
 	if err := id.Admit(ctx, "fleet-c", "east"); err != nil {
 		t.Fatalf("accepted by flag: %v", err)
 	}
@@ -172,7 +174,7 @@ func TestLeaseFence(t *testing.T) {
 	if err := c.Create(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	fence := leaseFence(c, key, "agent-0_1", time.Now)
+	fence := leader.Fence(c, key, "agent-0_1", time.Now)
 	if err := fence(ctx); err != nil {
 		t.Fatalf("the holder was fenced: %v", err)
 	}
@@ -183,7 +185,7 @@ func TestLeaseFence(t *testing.T) {
 	if err := fence(ctx); err == nil || !strings.Contains(err.Error(), `held by "agent-1_2"`) {
 		t.Errorf("the old leader passed the fence: %v", err)
 	}
-	if err := leaseFence(c, client.ObjectKey{Namespace: "fence-test", Name: "missing"}, "agent-0_1", time.Now)(ctx); err == nil {
+	if err := leader.Fence(c, client.ObjectKey{Namespace: "fence-test", Name: "missing"}, "agent-0_1", time.Now)(ctx); err == nil {
 		t.Error("a missing Lease passed the fence")
 	}
 }
@@ -232,7 +234,7 @@ func TestLeaderLockIdentityIsTheFences(t *testing.T) {
 		<-done
 	}()
 	key := client.ObjectKey{Namespace: "leader-test", Name: "flotilla-agent"}
-	fence := leaseFence(c, key, a.LeaderIdentity, time.Now)
+	fence := leader.Fence(c, key, a.LeaderIdentity, time.Now)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := fence(ctx)
@@ -244,7 +246,7 @@ func TestLeaderLockIdentityIsTheFences(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := leaseFence(c, key, "agent-1_other", time.Now)(ctx); err == nil {
+	if err := leader.Fence(c, key, "agent-1_other", time.Now)(ctx); err == nil {
 		t.Error("another replica passed the fence")
 	}
 }

@@ -2,8 +2,10 @@
 // member cluster (leader-elected; its cache holds only the Deployments that
 // carry the flotilla.dev/work label), the sync client that holds the stream
 // to the hub, the Work store and reconciler, and the resource summarizer.
-// Only the leader runs the stream, the reconciler and the summarizer; a
-// replica that loses its lease exits, which stops all three at once.
+// Only the leader runs the stream, the reconciler and the summarizer, and
+// (when the identity comes from Secrets, agent/join) joins and renews the
+// certificate; a replica that loses its lease exits, which stops them all
+// at once.
 package setup
 
 import (
@@ -28,24 +30,49 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/agent/capacity"
-	"github.com/flotilla-dev/flotilla/agent/internal/works"
+	"github.com/flotilla-dev/flotilla/agent/join"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
-	"github.com/flotilla-dev/flotilla/pkg/pki"
+	"github.com/flotilla-dev/flotilla/pkg/leader"
+	"github.com/flotilla-dev/flotilla/pkg/serving"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
+	"github.com/flotilla-dev/flotilla/pkg/works"
 )
 
 // Version is the agent's version, set at link time.
 var Version = "dev"
 
-// The agent's leader election and events.
+// What the applier (pkg/apply, driven by pkg/works) needs. A Work's
+// Deployment may go to any namespace the hub's policy allows, so
+// Deployments (and the namespaces the agent creates for them) stay
+// cluster-wide. The applied-set records are ConfigMaps in the agent's own
+// namespace (apply.Options.RecordNamespace), so ConfigMaps are granted only
+// there, by the namespaced Role.
 //
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=flotilla-system
+
+// The agent's leader election and its events (leader election is all it
+// records events for, on its Lease) live in the agent's own namespace, so
+// the markers make a namespaced Role there: the agent cannot touch another
+// component's Lease (kube-node-lease's node heartbeats above all) or write
+// events anywhere else. deploy/agent installs the agent in flotilla-system;
+// an agent run with another --leader-election-namespace needs the Role and
+// its RoleBinding moved there too.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=flotilla-system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=flotilla-system
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=flotilla-system
+
+// Serving /metrics securely (the default) authenticates each scrape with
+// a TokenReview and authorizes it with a SubjectAccessReview.
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Options configure the agent.
 type Options struct {
@@ -53,13 +80,20 @@ type Options struct {
 	Config *rest.Config
 	// HubAddress is the hub's sync endpoint, host:port; several hub
 	// replicas may be given comma-separated as IP:port (the agent connects
-	// to whichever serves: the leader).
+	// to whichever serves: the leader). Empty means the one in the
+	// agent's Secrets; it is required with CertFile.
 	HubAddress string
 	// ClusterName is this member's name; empty takes it from the
 	// certificate, which is what the hub goes by in any case.
 	ClusterName string
+	// CredentialsSecret and BootstrapSecret name the Secrets in the
+	// agent's namespace that hold its identity (agent/join): the key and
+	// certificate it keeps, and what `kubectl flotilla join` wrote. Empty
+	// means flotilla-agent-credentials and flotilla-agent-bootstrap.
+	CredentialsSecret, BootstrapSecret string
 	// CertFile, KeyFile and CAFile are the agent's client certificate and
-	// the CA the hub's certificate chains to.
+	// the CA the hub's certificate chains to, from flotilla-pki: used
+	// when neither Secret gives an identity.
 	CertFile, KeyFile, CAFile string
 	// LeaderElection, LeaderElectionID and LeaderElectionNamespace
 	// configure the Lease in the member that picks the leader.
@@ -78,12 +112,33 @@ type Options struct {
 	AcceptFleetID string
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz.
 	MetricsAddr, ProbeAddr string
+	// InsecureMetrics serves /metrics as plain HTTP open to anyone who
+	// reaches it (--metrics-secure=false, for the local testbed). The
+	// zero value serves HTTPS and admits only bearer tokens the member
+	// apiserver authenticates whose identity may get /metrics
+	// (pkg/serving).
+	InsecureMetrics bool
 	// HeartbeatInterval is how often the agent heartbeats.
 	HeartbeatInterval time.Duration
 	// ResourceInterval is how often the resource summary is recomputed.
 	ResourceInterval time.Duration
-	// CreateNamespaces creates a Work's target namespace when missing.
+	// CreateNamespaces creates a Work's target namespace when missing,
+	// labelled as Flotilla's and with a Pod Security level (see
+	// apply.Options.CreateNamespace).
 	CreateNamespaces bool
+	// DeniedNamespaces are comma-separated globs of the member namespaces
+	// no Work may write into (--denied-namespaces); empty means
+	// DefaultDeniedNamespaces. The agent's own namespace (see Namespace)
+	// is always denied as well.
+	DeniedNamespaces string
+	// AllowedNamespaces, when not empty, are comma-separated globs of the
+	// only member namespaces Works may write into (--allowed-namespaces).
+	AllowedNamespaces string
+	// DefaultPodSecurity is the Pod Security level of a namespace the
+	// agent creates for a Work without spec.podSecurity
+	// (--default-pod-security: privileged, baseline or restricted; empty
+	// means baseline).
+	DefaultPodSecurity string
 	// Instance names this replica to the hub (default: $POD_NAME, else the
 	// hostname).
 	Instance string
@@ -98,6 +153,9 @@ type Agent struct {
 	Manager manager.Manager
 	Store   *works.Store
 	Sync    *syncclient.Client
+	// Credentials holds the certificate the stream presents when the
+	// identity comes from the agent's Secrets; nil with CertFile.
+	Credentials *join.Source
 	// LeaderIdentity is this replica's holder identity in the leader
 	// Lease ("" without leader election); the deletion fence checks it.
 	LeaderIdentity string
@@ -123,8 +181,12 @@ func Run(ctx context.Context, opts Options) error {
 
 // New builds the agent, ready to Start.
 func New(opts Options) (*Agent, error) {
-	if opts.Config == nil || opts.HubAddress == "" {
-		return nil, errors.New("agent: a member kubeconfig and --hub-address are required")
+	if opts.Config == nil {
+		return nil, errors.New("agent: a member kubeconfig is required")
+	}
+	namespaces, podSecurity, err := namespacePolicy(opts.DeniedNamespaces, opts.AllowedNamespaces, opts.DefaultPodSecurity, agentNamespace(opts))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if opts.Instance == "" {
 		opts.Instance = os.Getenv("POD_NAME")
@@ -153,7 +215,7 @@ func New(opts Options) (*Agent, error) {
 		if leaseKey.Name == "" {
 			return nil, errors.New("agent: leader election needs a Lease name (--leader-election-id)")
 		}
-		if lock, leaderID, err = leaderLock(opts.Config, leaseKey.Namespace, leaseKey.Name, opts.Instance); err != nil {
+		if lock, leaderID, err = leader.Lock(opts.Config, leaseKey.Namespace, leaseKey.Name, opts.Instance); err != nil {
 			return nil, err
 		}
 	}
@@ -171,7 +233,7 @@ func New(opts Options) (*Agent, error) {
 		LeaseDuration:          durationPtr(agentLeaseDuration),
 		RenewDeadline:          durationPtr(agentRenewDeadline),
 		RetryPeriod:            durationPtr(agentRetryPeriod),
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                serving.MetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
 		HealthProbeBindAddress: opts.ProbeAddr,
 		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -191,11 +253,19 @@ func New(opts Options) (*Agent, error) {
 	// The applied set lives beside the identity record, in the agent's
 	// namespace, which the identity check creates if missing before the
 	// first apply.
-	applyOpts := apply.Options{CreateNamespace: opts.CreateNamespaces, RecordNamespace: agentNamespace(opts)}
+	// The namespace policy is checked again here, whatever the hub
+	// decided: a hub that is wrong, or a Work written past its webhook,
+	// still cannot reach the member's system namespaces or this one.
+	applyOpts := apply.Options{
+		CreateNamespace:    opts.CreateNamespaces,
+		DefaultPodSecurity: podSecurity,
+		Namespaces:         &namespaces,
+		RecordNamespace:    agentNamespace(opts),
+	}
 	if opts.LeaderElection {
 		// Before each batch of deletions the applier checks, live, that
 		// this replica still leads: a paused old leader deletes nothing.
-		applyOpts.Fence = leaseFence(mgr.GetAPIReader(), leaseKey, leaderID, time.Now)
+		applyOpts.Fence = leader.Fence(mgr.GetAPIReader(), leaseKey, leaderID, time.Now)
 	}
 	applier := apply.New(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}, mgr.GetClient(), applyOpts)
 	store := works.NewStore(applier)
@@ -204,13 +274,24 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 
-	target, serverName, err := hubTarget(opts.HubAddress)
+	ident, err := resolveIdentity(opts, scheme)
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := pki.ClientTLSConfig(opts.CertFile, opts.KeyFile, opts.CAFile, serverName)
-	if err != nil {
-		return nil, fmt.Errorf("loading the agent's certificates: %w", err)
+	opts.Logger.Info("the agent's identity", "source", ident.plan.Mode.String(), "why", ident.plan.Why, "hub", ident.target)
+	if ident.source != nil {
+		keeper, err := join.NewKeeper(join.Config{
+			Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: agentNamespace(opts),
+			CredentialsSecret: opts.CredentialsSecret, BootstrapSecret: opts.BootstrapSecret,
+			Cluster: ident.cluster, Target: ident.target, ServerName: ident.serverName,
+			Source: ident.source, Instance: opts.Instance, Logger: opts.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(keeper); err != nil {
+			return nil, err
+		}
 	}
 	kubeVersion := ""
 	if dc, err := discovery.NewDiscoveryClientForConfig(opts.Config); err == nil {
@@ -220,14 +301,14 @@ func New(opts Options) (*Agent, error) {
 	}
 	// The agent's record of the fleet it serves, checked on every hello
 	// before anything is applied.
-	identity := &fleetIdentity{
-		reader: mgr.GetAPIReader(), writer: mgr.GetClient(), namespace: agentNamespace(opts),
-		accept: opts.AcceptFleetID, applier: applier, log: opts.Logger.WithName("fleet-identity"),
+	identity := &works.FleetIdentity{
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: agentNamespace(opts),
+		Accept: opts.AcceptFleetID, Applier: applier, Log: opts.Logger.WithName("fleet-identity"),
 	}
 	sc, err := syncclient.New(syncclient.Config{
-		Address:           target,
-		TLS:               tlsCfg,
-		Cluster:           opts.ClusterName,
+		Address:           ident.target,
+		TLS:               ident.tls,
+		Cluster:           ident.cluster,
 		Applier:           store,
 		Identity:          identity,
 		Resources:         summarizer.Latest,
@@ -245,7 +326,11 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(newMemberGate(sc.Run, check, opts.Logger.WithName("member-gate"))); err != nil {
+	run := streamRunner(sc.Run)
+	if ident.source != nil {
+		run = waitForCertificate(ident.source, run)
+	}
+	if err := mgr.Add(newMemberGate(run, check, opts.Logger.WithName("member-gate"))); err != nil {
 		return nil, err
 	}
 	if err := (&works.Reconciler{Reader: mgr.GetCache(), Store: store}).SetupWithManager(mgr); err != nil {
@@ -257,7 +342,7 @@ func New(opts Options) (*Agent, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	return &Agent{Manager: mgr, Store: store, Sync: sc, LeaderIdentity: leaderID}, nil
+	return &Agent{Manager: mgr, Store: store, Sync: sc, Credentials: ident.source, LeaderIdentity: leaderID}, nil
 }
 
 // The agent's leader election timings.

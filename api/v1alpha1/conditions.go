@@ -49,6 +49,14 @@ const (
 	ReasonUnschedulable = "Unschedulable"
 	// ReasonSpreadConstraintsNotMet: too few groups are eligible.
 	ReasonSpreadConstraintsNotMet = "SpreadConstraintsNotMet"
+	// ReasonNamespaceNotAllowed (MyApp Scheduled False, Degraded True,
+	// Ready False): the FleetNamespacePolicies do not allow the MyApp's
+	// target namespace (a grant was withdrawn after admission, or the
+	// webhook was bypassed). The hub writes no new or updated Work for it
+	// and deletes none: what runs keeps running until the MyApp is moved
+	// to an allowed namespace, the grant comes back, or it is deleted. The
+	// message names spec.targetNamespace and the policies considered.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 
 	// ReasonApplied: the member applied the objects.
 	ReasonApplied = "Applied"
@@ -57,6 +65,10 @@ const (
 	// ReasonNotOwned: an object of the same name exists in the member and
 	// Flotilla does not own it, so it was left alone.
 	ReasonNotOwned = "NotOwned"
+	// ReasonNamespaceDenied: the Work's objects go to a member namespace the
+	// agent's own namespace policy (--denied-namespaces,
+	// --allowed-namespaces) refuses, so nothing was applied.
+	ReasonNamespaceDenied = "NamespaceDenied"
 	// ReasonWaitingForMember: the Work is written but the member has not
 	// reported on this generation yet.
 	ReasonWaitingForMember = "WaitingForMember"
@@ -77,6 +89,9 @@ const (
 	// ReasonRolledBack: the rollout failed and the updated clusters were
 	// returned to the last good revision.
 	ReasonRolledBack = "RolledBack"
+	// ReasonRevisionRejected: a revision template read back from MyApp
+	// status did not verify (its digest is not this hub's) and was ignored.
+	ReasonRevisionRejected = "RevisionRejected"
 	// ReasonProgressDeadlineExceeded: a member Deployment stopped making
 	// progress (the Deployment controller's own reason).
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -126,6 +141,18 @@ const (
 	// ReasonPruned (PruneBlocked False): the agent pruned to its latest
 	// snapshot, with or without a confirmation.
 	ReasonPruned = "Pruned"
+	// ReasonNotAccepted (Connected False): the member joined but waits for
+	// an admin's `kubectl flotilla accept`, or was denied.
+	ReasonNotAccepted = "NotAccepted"
+	// ReasonKubeconfigInvalid: a Push member's kubeconfig Secret is
+	// missing, lacks its key, or holds no usable kubeconfig (Ready False).
+	ReasonKubeconfigInvalid = "KubeconfigInvalid"
+	// ReasonPushing: the hub reaches a Push member's apiserver itself
+	// (Connected True).
+	ReasonPushing = "Pushing"
+	// ReasonPushUnreachable: the hub cannot reach a Push member's
+	// apiserver (Connected False).
+	ReasonPushUnreachable = "Unreachable"
 )
 
 // Reasons a placement decision gives a target cluster (TargetCluster.Reason).

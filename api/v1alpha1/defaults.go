@@ -49,6 +49,10 @@ const (
 	// spec.deletionPolicy when unset: removing a cluster from the fleet
 	// leaves its workloads running.
 	DefaultMemberClusterDeletionPolicy = DeletionPolicyOrphan
+	// DefaultAcceptance is a MemberCluster's spec.acceptance when unset:
+	// an admin who creates a MemberCluster has accepted it; a join sets
+	// Pending itself unless its token auto-accepts.
+	DefaultAcceptance = AcceptanceAccepted
 
 	// DefaultRolloutStrategy is spec.rollout.strategy when unset.
 	DefaultRolloutStrategy = RolloutAll
@@ -69,4 +73,7 @@ const (
 
 	// DefaultSyncMode is a MemberCluster's spec.syncMode when unset.
 	DefaultSyncMode = SyncModePull
+	// DefaultKubeconfigKey is the key of a Push member's kubeconfig Secret
+	// (spec.push.kubeconfigSecretRef.key) when unset.
+	DefaultKubeconfigKey = "kubeconfig"
 )

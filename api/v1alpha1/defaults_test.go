@@ -37,9 +37,11 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		"myapps:spec.rollout.progressive.progressDeadline":              DefaultProgressDeadline,
 		"myapps:spec.rollout.progressive.onFailure":                     string(DefaultOnFailure),
 		"memberclusters:spec.syncMode":                                  string(DefaultSyncMode),
+		"memberclusters:spec.push.kubeconfigSecretRef.key":              DefaultKubeconfigKey,
 		"myapps:spec.deletionPolicy":                                    string(DefaultDeletionPolicy),
 		"works:spec.deletionPolicy":                                     string(DefaultDeletionPolicy),
 		"memberclusters:spec.deletionPolicy":                            string(DefaultMemberClusterDeletionPolicy),
+		"memberclusters:spec.acceptance":                                string(DefaultAcceptance),
 	}
 	// inherited are the ends of field paths whose defaults come with
 	// embedded Kubernetes types (corev1.EnvVar and corev1.ContainerPort),

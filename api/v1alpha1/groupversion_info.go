@@ -21,6 +21,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&MyApp{}, &MyAppList{},
 		&MemberCluster{}, &MemberClusterList{},
 		&Work{}, &WorkList{},
+		&FleetNamespacePolicy{}, &FleetNamespacePolicyList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -6,13 +6,44 @@ import (
 )
 
 // SyncMode is how a member receives its Works.
-// +kubebuilder:validation:Enum=Pull
+// +kubebuilder:validation:Enum=Pull;Push
 type SyncMode string
 
-// SyncModePull: an agent in the member holds a gRPC stream to the hub.
-const SyncModePull SyncMode = "Pull"
+const (
+	// SyncModePull: an agent in the member holds a gRPC stream to the hub
+	// and applies the member's Works itself.
+	SyncModePull SyncMode = "Pull"
+	// SyncModePush: no agent; the hub leader reaches the member's apiserver
+	// with the kubeconfig in spec.push.kubeconfigSecretRef and applies the
+	// Works itself, under the same rules as an agent.
+	SyncModePush SyncMode = "Push"
+)
+
+// PushSpec says how the hub reaches a Push member.
+type PushSpec struct {
+	// KubeconfigSecretRef names the Secret, in the hub's own namespace
+	// (flotilla-system), whose key holds a kubeconfig for the member. Its
+	// current context is used; its identity needs the rights the agent's
+	// RBAC in deploy/agent grants. A changed Secret is picked up within
+	// seconds, without a restart.
+	KubeconfigSecretRef SecretKeyRef `json:"kubeconfigSecretRef"`
+}
+
+// SecretKeyRef names a key of a Secret in the hub's own namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key in the Secret's data (default kubeconfig).
+	// +kubebuilder:default=kubeconfig
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Key string `json:"key,omitempty"`
+}
 
 // MemberClusterSpec describes a member cluster.
+// +kubebuilder:validation:XValidation:rule="!has(self.syncMode) || self.syncMode != 'Push' || has(self.push)",message="spec.push.kubeconfigSecretRef is required when spec.syncMode is Push: name the Secret in the hub's namespace that holds the member's kubeconfig"
 type MemberClusterSpec struct {
 	// Provider is the cloud or platform, e.g. aws, gcp, onprem.
 	// +optional
@@ -31,10 +62,18 @@ type MemberClusterSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Taints []corev1.Taint `json:"taints,omitempty"`
-	// SyncMode is Pull: the member's agent connects to the hub.
+	// SyncMode is Pull (the default: the member's agent connects to the
+	// hub) or Push (no agent: the hub applies the member's Works through
+	// the kubeconfig named by spec.push). Switching keeps what runs: both
+	// modes apply with the same field owner and keep the same applied-set
+	// records in the member.
 	// +kubebuilder:default=Pull
 	// +optional
 	SyncMode SyncMode `json:"syncMode,omitempty"`
+	// Push says how the hub reaches the member in Push mode; required
+	// then, ignored in Pull mode.
+	// +optional
+	Push *PushSpec `json:"push,omitempty"`
 	// DeletionPolicy says what happens to the workloads in the member when
 	// this MemberCluster is deleted. The hub first drains it (replicas move
 	// to other members, as in a graceful failover); then the member's
@@ -45,6 +84,50 @@ type MemberClusterSpec struct {
 	// +kubebuilder:default=Orphan
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// RevokedCertificates are the SHA-256 fingerprints (lower-case hex of
+	// the DER certificate) of agent client certificates the hub refuses
+	// for this cluster, although they chain to the agent CA and have not
+	// expired: a stolen or leaked certificate is revoked by adding it
+	// here. A stream that presented one is closed at once. It is spec
+	// because it is an admin's decision, not something the hub observes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-f]{64}$`
+	RevokedCertificates []string `json:"revokedCertificates,omitempty"`
+	// Acceptance is the hub's half of the double opt-in of a joining
+	// cluster: only an Accepted member gets a certificate, a stream and
+	// replicas. A MemberCluster an admin creates is Accepted (the
+	// default); one created by a join with a token that does not
+	// auto-accept starts Pending until `kubectl flotilla accept`. Denied
+	// revokes the cluster's identity: its stream is closed, its
+	// certificate requests are refused and its replicas move away.
+	// +kubebuilder:default=Accepted
+	// +optional
+	Acceptance Acceptance `json:"acceptance,omitempty"`
+}
+
+// Acceptance says whether the hub lets a member into the fleet.
+// +kubebuilder:validation:Enum=Accepted;Pending;Denied
+type Acceptance string
+
+const (
+	// AcceptanceAccepted: the member is part of the fleet.
+	AcceptanceAccepted Acceptance = "Accepted"
+	// AcceptancePending: the member asked to join and waits for an admin.
+	AcceptancePending Acceptance = "Pending"
+	// AcceptanceDenied: the admin refused the member, or revoked it.
+	AcceptanceDenied Acceptance = "Denied"
+)
+
+// IsPush says whether the hub applies mc's Works itself (spec.syncMode
+// Push).
+func (mc *MemberCluster) IsPush() bool { return mc.Spec.SyncMode == SyncModePush }
+
+// IsAccepted says whether mc is in the fleet: Acceptance is Accepted, or
+// empty (an object written before the field existed, or by a client that
+// skipped the CRD's default).
+func (mc *MemberCluster) IsAccepted() bool {
+	return mc.Spec.Acceptance == "" || mc.Spec.Acceptance == AcceptanceAccepted
 }
 
 // MemberClusterStatus is the member as the hub last heard of it.

@@ -414,6 +414,13 @@ type RevisionTemplate struct {
 	Template *PodTemplate `json:"template,omitempty"`
 	// +optional
 	Overrides []ClusterOverride `json:"overrides,omitempty"`
+	// Digest is an HMAC-SHA256 (hex) of the name and content above under
+	// the hub's secret revision key. The hub renders a template it reads
+	// back from status only when the digest verifies, so whoever may write
+	// myapps/status still cannot make the hub run a pod spec of their own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Digest string `json:"digest,omitempty"`
 }
 
 // MyAppStatus is what the hub decided and what the members report.

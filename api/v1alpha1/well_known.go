@@ -26,6 +26,10 @@ const (
 	// the rollout revision they render, so the rollout knows whether a
 	// Work's reported status is about the revision it waits for.
 	LabelRevision = "flotilla.dev/revision"
+	// LabelNamespaceCreated marks a member namespace that an applier
+	// created (with LabelFleet and LabelCluster beside it). Appliers never
+	// delete a namespace; the label tells admins which ones Flotilla made.
+	LabelNamespaceCreated = "flotilla.dev/namespace-created"
 
 	// TaintClusterUnreachable is put on a MemberCluster, with effect
 	// NoExecute and the time it was added, when its heartbeats stop for
@@ -112,6 +116,39 @@ const (
 	// applier's field owner, so the agent and a hub push applier keep
 	// separate records.
 	LabelAppliedSet = "flotilla.dev/applied-set"
+
+	// AgentSignerName is the signerName of the Kubernetes
+	// CertificateSigningRequests through which agents get their client
+	// certificates. The hub creates them (for a Register or Renew call
+	// it authenticated), approves them when the MemberCluster is
+	// Accepted, and signs them with its agent CA.
+	AgentSignerName = "flotilla.dev/agent"
+	// BootstrapTokenSecretType is the type of the Secrets in the hub's
+	// namespace that hold bootstrap tokens (`kubectl flotilla token`).
+	BootstrapTokenSecretType = "flotilla.dev/bootstrap-token"
+	// BootstrapTokenSecretPrefix prefixes a token Secret's name; the
+	// token id follows: flotilla-token-<id>.
+	BootstrapTokenSecretPrefix = "flotilla-token-"
+	// LabelJoinToken, on a MemberCluster and its CertificateSigningRequests,
+	// is the id of the bootstrap token the member joined with.
+	LabelJoinToken = "flotilla.dev/join-token"
+	// LabelCertificateRequest, on a CertificateSigningRequest, says what
+	// the hub created it for: "register" (first certificate, with a
+	// token) or "renew" (authenticated by the current certificate).
+	LabelCertificateRequest = "flotilla.dev/certificate-request"
+	// HubCASecretName is the Secret in the hub's namespace holding the
+	// hub's CA (tls.crt, tls.key): it signs agent certificates, the sync
+	// server's and the webhook's serving certificates. Agents pin it by
+	// the hash of its public key.
+	HubCASecretName = "flotilla-hub-ca"
+	// AgentCredentialsSecretName is the Secret in the agent's namespace in
+	// the member holding its key, its certificate (once issued), the hub
+	// CA it pinned, the hub address and a pending request's name.
+	AgentCredentialsSecretName = "flotilla-agent-credentials"
+	// AgentBootstrapSecretName is the Secret in the agent's namespace that
+	// `kubectl flotilla join` writes: hub address, token, CA hash, cluster
+	// name and labels. The agent deletes it once it holds a certificate.
+	AgentBootstrapSecretName = "flotilla-agent-bootstrap"
 )
 
 // ClusterNamespace is the hub namespace that holds the Works of cluster name.

@@ -21,6 +21,13 @@ type WorkSpec struct {
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// PodSecurity is the Pod Security Admission level the agent enforces
+	// on a member namespace it creates for this Work's objects. The hub
+	// renders it from the FleetNamespacePolicies that match the MyApp's
+	// namespace; empty means the agent's default (baseline). A namespace
+	// that already exists is left as it is.
+	// +optional
+	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
 }
 
 // Manifest is one Kubernetes object to apply.
@@ -33,15 +40,21 @@ type Manifest struct {
 // WorkStatus is what the member's agent reports.
 type WorkStatus struct {
 	// ObservedGeneration is the Work generation the agent last applied.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Applied, Available, Progressing and Degraded.
+	// Conditions: Applied, Available, Progressing and Degraded. The hub
+	// writes at most these four (see pkg/sync, Bounded input); the schema
+	// bound holds even for a write that bypasses the hub.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Manifests reports each applied object.
+	// Manifests reports each applied object, at most one per manifest of
+	// the spec.
 	// +optional
+	// +kubebuilder:validation:MaxItems=32
 	Manifests []ManifestStatus `json:"manifests,omitempty"`
 	// LastReportTime is when the agent last reported.
 	// +optional
@@ -50,14 +63,19 @@ type WorkStatus struct {
 
 // ResourceIdentifier names one object in a member.
 type ResourceIdentifier struct {
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Group string `json:"group,omitempty"`
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Version string `json:"version,omitempty"`
-	Kind    string `json:"kind"`
+	// +kubebuilder:validation:MaxLength=253
+	Kind string `json:"kind"`
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // ManifestStatus is the state of one applied object.
@@ -67,6 +85,7 @@ type ManifestStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Workload holds replica counts for objects that have them.
 	// +optional
@@ -76,19 +95,26 @@ type ManifestStatus struct {
 // WorkloadStatus holds a Deployment's own status numbers.
 type WorkloadStatus struct {
 	// ObservedGeneration is the member object's status.observedGeneration.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Generation is the member object's metadata.generation.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	UnavailableReplicas int32 `json:"unavailableReplicas,omitempty"`
 }

@@ -30,6 +30,8 @@ func main() {
 
 const usage = `usage: flotilla-pki [-dir DIR] COMMAND [ARGS]
 
+DIR (default ./certs) is created with mode 0700, or made so; keys are 0600.
+
 commands:
   ca                     create the CA (ca.crt, ca.key) if DIR has none
   hub [-host NAME]...    issue the hub's serving certificate (hub.crt, hub.key),
@@ -52,7 +54,9 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("flotilla-pki", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() { fmt.Fprint(out, usage) }
-	dir := fs.String("dir", ".", "directory holding the CA and the certificates")
+	// Not "." by default: the key directory is made private (mode 0700),
+	// which must not happen to whatever directory the command runs in.
+	dir := fs.String("dir", "certs", "directory holding the CA and the certificates (created, or made private, with mode 0700)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

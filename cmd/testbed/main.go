@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string) error {
 	flotilla := fs.Bool("flotilla", false, "also run the hub and an agent per member (bin/hub, bin/agent) with generated certificates")
 	apply := fs.String("apply", "", "comma-separated MyApp manifests to apply to the hub once Flotilla runs (with --flotilla)")
 	watch := fs.Bool("watch", false, "show a live table of members and MyApps until Ctrl-C (with --flotilla)")
+	pushMembers := fs.String("push-members", "", "comma-separated members the hub pushes to (syncMode Push, no agent), e.g. member-3 (with --flotilla)")
 	// Allow the member name before the flags: stop-member member-2 --dir d.
 	var positional []string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -58,6 +59,10 @@ func run(ctx context.Context, args []string) error {
 		if *apply != "" {
 			demo.Apply = strings.Split(*apply, ",")
 			opts.RunArgs = append(opts.RunArgs, "--apply", *apply)
+		}
+		if *pushMembers != "" {
+			demo.PushMembers = strings.Split(*pushMembers, ",")
+			opts.RunArgs = append(opts.RunArgs, "--push-members", *pushMembers)
 		}
 		opts.Start = demo.Start
 	}

@@ -248,7 +248,11 @@ func manifestJSON(obj runtime.Object) ([]byte, error) {
 }
 
 // Work renders the Work that tells cluster to run replicas of app.
-func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, replicas int32) (*flotillav1.Work, int32, error) {
+// podSecurity is the Pod Security level the agent enforces on a member
+// namespace it creates for the Work (nspolicy.PodSecurity of the
+// FleetNamespacePolicies that match app's namespace; empty: the agent's
+// default).
+func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, replicas int32, podSecurity flotillav1.PodSecurityLevel) (*flotillav1.Work, int32, error) {
 	ov, err := OverridesFor(app, mc)
 	if err != nil {
 		return nil, 0, err
@@ -274,6 +278,7 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 		Spec: flotillav1.WorkSpec{
 			Manifests:      []flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}},
 			DeletionPolicy: DeletionPolicy(app, mc),
+			PodSecurity:    podSecurity,
 		},
 	}
 	return w, deploymentReplicas(replicas, ov), nil

@@ -320,7 +320,7 @@ func TestWork(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, replicas, err := Work(a, tt.cluster, tt.mc, 2)
+			w, replicas, err := Work(a, tt.cluster, tt.mc, 2, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,14 +344,27 @@ func TestWork(t *testing.T) {
 			if d.Kind != "Deployment" || d.APIVersion != "apps/v1" || *d.Spec.Replicas != tt.wantReplicas {
 				t.Errorf("manifest is %s %s with %d replicas", d.APIVersion, d.Kind, *d.Spec.Replicas)
 			}
+			if w.Spec.PodSecurity != "" {
+				t.Errorf("podSecurity = %q without a level, want empty (the agent's default)", w.Spec.PodSecurity)
+			}
 		})
 	}
+
+	t.Run("the Pod Security level is rendered into the Work", func(t *testing.T) {
+		w, _, err := Work(a, "us-1", member("us-1", "", nil), 1, flotillav1.PodSecurityRestricted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Spec.PodSecurity != flotillav1.PodSecurityRestricted {
+			t.Errorf("podSecurity = %q, want restricted", w.Spec.PodSecurity)
+		}
+	})
 
 	t.Run("an invalid override selector is an error", func(t *testing.T) {
 		bad := newApp(withOverrides(flotillav1.ClusterOverride{Name: "bad", TargetCluster: flotillav1.ClusterAffinity{
 			FieldSelector: &flotillav1.FieldSelector{MatchExpressions: []flotillav1.FieldSelectorRequirement{{Key: "color", Operator: corev1.NodeSelectorOpExists}}},
 		}, Replicas: ptr.To[int32](1)}))
-		if _, _, err := Work(bad, "eu-1", member("eu-1", "", nil), 1); err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (bad)") {
+		if _, _, err := Work(bad, "eu-1", member("eu-1", "", nil), 1, ""); err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (bad)") {
 			t.Errorf("error = %v", err)
 		}
 	})

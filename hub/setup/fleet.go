@@ -14,9 +14,10 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
 
-// The hub's fleet identity object.
+// The hub's fleet identity object, in the hub's own namespace: the
+// namespaced Role there grants it, not a cluster-wide rule.
 //
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create,namespace=flotilla-system
 
 // hubNamespace is where the hub keeps its fleet identity.
 func hubNamespace(opts Options) string {
@@ -37,42 +38,51 @@ func hubNamespace(opts Options) string {
 // which must not be a cache (a cold cache would make it create a second
 // object).
 func EnsureFleetID(ctx context.Context, reader client.Reader, writer client.Client, namespace string) (string, error) {
-	key := client.ObjectKey{Namespace: namespace, Name: flotillav1.FleetConfigMapName}
-	cm := &corev1.ConfigMap{}
-	err := reader.Get(ctx, key, cm)
-	if err == nil {
-		return string(cm.UID), nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("reading the fleet identity %s: %w", key, err)
-	}
-	cm = &corev1.ConfigMap{
+	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: flotillav1.FleetConfigMapName},
 		Data: map[string]string{
 			"README": "The UID of this ConfigMap is this hub's fleet id. Agents record it and refuse a hub with another one. " +
 				"Deleting this ConfigMap gives the hub a new fleet id: every agent then refuses it until re-pointed with --accept-fleet-id.",
 		},
 	}
-	err = writer.Create(ctx, cm)
+	if err := getOrCreate(ctx, reader, writer, cm, "the fleet identity"); err != nil {
+		return "", err
+	}
+	return string(cm.UID), nil
+}
+
+// getOrCreate reads obj (by its namespace and name) into obj, or creates it
+// as given (and its namespace, when missing) the first time; when another
+// replica created it first, it reads theirs. what names it in errors.
+func getOrCreate(ctx context.Context, reader client.Reader, writer client.Client, obj client.Object, what string) error {
+	key := client.ObjectKeyFromObject(obj)
+	err := reader.Get(ctx, key, obj)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading %s %s: %w", what, key, err)
+	}
+	err = writer.Create(ctx, obj)
 	if apierrors.IsNotFound(err) {
 		// The namespace is missing (a hub run as a local process).
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
 		if err := writer.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("creating namespace %s for the fleet identity: %w", namespace, err)
+			return fmt.Errorf("creating namespace %s for %s: %w", key.Namespace, what, err)
 		}
-		err = writer.Create(ctx, cm)
+		err = writer.Create(ctx, obj)
 	}
 	if apierrors.IsAlreadyExists(err) {
 		// Another replica created it first.
-		if err := reader.Get(ctx, key, cm); err != nil {
-			return "", fmt.Errorf("reading the fleet identity %s: %w", key, err)
+		if err := reader.Get(ctx, key, obj); err != nil {
+			return fmt.Errorf("reading %s %s: %w", what, key, err)
 		}
-		return string(cm.UID), nil
+		return nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("creating the fleet identity %s: %w", key, err)
+		return fmt.Errorf("creating %s %s: %w", what, key, err)
 	}
-	return string(cm.UID), nil
+	return nil
 }
 
 // ensureFleetID is EnsureFleetID retried while the apiserver fails, until

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -29,14 +30,57 @@ const recordObjectsKey = "objects"
 // policy when it is not Delete.
 const recordPolicyKey = "deletionPolicy"
 
+// recordWorkUIDKey and recordWorkGenerationKey are the ConfigMap data keys
+// holding the UID and generation (decimal) of the Work whose Apply last
+// succeeded whole, with the objects' versions the record holds: the drift
+// record a restarted Applier resumes from. A record without them (written
+// before an apply finished, or by an older Applier) proves nothing.
+const (
+	recordWorkUIDKey        = "workUID"
+	recordWorkGenerationKey = "workGeneration"
+)
+
 // AppliedObject is one object in a Work's applied set: what the Applier
 // applied (or is about to apply) for the Work. UID is empty for an object
 // recorded before its first apply returned; such an entry matches a live
 // object only by Flotilla's labels (the Work's, the fleet's and the
 // cluster's).
+//
+// Generation, or ResourceVersion for a kind without a generation, is the
+// object's version as an apply of the Work returned it: what NeedsApply
+// compares after a restart. Both are empty for an object not applied yet
+// and in records written before they existed.
 type AppliedObject struct {
 	v1alpha1.ResourceIdentifier `json:",inline"`
 	UID                         types.UID `json:"uid,omitempty"`
+	Generation                  int64     `json:"generation,omitempty"`
+	ResourceVersion             string    `json:"resourceVersion,omitempty"`
+}
+
+// version is o's recorded version, as NeedsApply compares it; ok is false
+// when none was recorded.
+func (o AppliedObject) version() (v objectVersion, ok bool) {
+	switch {
+	case o.Generation != 0:
+		return objectVersion{generation: o.Generation}, true
+	case o.ResourceVersion != "":
+		return objectVersion{resourceVersion: o.ResourceVersion}, true
+	default:
+		return objectVersion{}, false
+	}
+}
+
+// withVersion is o carrying v.
+func (o AppliedObject) withVersion(v objectVersion) AppliedObject {
+	o.Generation, o.ResourceVersion = v.generation, v.resourceVersion
+	return o
+}
+
+// appliedMark names the Work whose Apply last succeeded whole: its UID
+// (empty: no mark) and generation.
+type appliedMark struct {
+	uid        types.UID
+	generation int64
 }
 
 // record is one Work's applied set as the Applier last read or wrote it.
@@ -48,9 +92,30 @@ type record struct {
 	// policy is the Work's spec.deletionPolicy as last applied: what
 	// Delete and Prune do with the objects (delete or release them).
 	policy v1alpha1.DeletionPolicy
+	// mark, when set, says that an Apply of that Work UID and generation
+	// succeeded whole and left exactly objects, at their recorded
+	// versions. Every write that is not such an Apply's clears it.
+	mark appliedMark
 	// resourceVersion is that of the record's ConfigMap; empty when it has
 	// none yet.
 	resourceVersion string
+}
+
+// drift is the drift record r proves: ok only when r carries a mark and
+// every object a UID and a version.
+func (r *record) drift() (appliedWork, bool) {
+	if r.mark.uid == "" {
+		return appliedWork{}, false
+	}
+	w := appliedWork{uid: r.mark.uid, generation: r.mark.generation, objects: make(map[types.UID]objectVersion, len(r.objects))}
+	for _, o := range r.objects {
+		v, ok := o.version()
+		if o.UID == "" || !ok {
+			return appliedWork{}, false
+		}
+		w.objects[o.UID] = v
+	}
+	return w, true
 }
 
 func (r *record) find(id v1alpha1.ResourceIdentifier) int {
@@ -136,6 +201,14 @@ func RecordName(owner, workName string) string {
 // holds in memory. Apply, Delete and Prune call it on first use, so calling
 // it is optional; an agent calls it at start to fail early when it cannot
 // read its records. Without a RecordNamespace it does nothing.
+//
+// Load also restores the drift record NeedsApply and Applied use, for
+// each Work whose record proves what its last successful Apply left: the
+// Work's UID and generation, and a UID and version for every recorded
+// object. A record short of any of that (an apply that did not finish, a
+// record written by an older Applier) restores nothing, so NeedsApply says
+// true for its Work until an Apply succeeds. Works this Applier already
+// tracks keep what it tracks.
 func (a *Applier) Load(ctx context.Context) error {
 	a.loadMu.Lock()
 	defer a.loadMu.Unlock()
@@ -181,6 +254,7 @@ func (a *Applier) loadLocked(ctx context.Context) error {
 	a.set.records = records
 	a.set.loaded = true
 	a.set.mu.Unlock()
+	a.tracker.restore(records)
 	return nil
 }
 
@@ -201,7 +275,23 @@ func decodeRecord(cm *unstructured.Unstructured) (*record, error) {
 		}
 	}
 	sortObjects(r.objects)
+	r.mark = decodeMark(data)
 	return r, nil
+}
+
+// decodeMark reads a record's mark from its data; a missing or unreadable
+// one is no mark. It proves nothing then, which costs one apply, and the
+// objects stay recorded.
+func decodeMark(data map[string]string) appliedMark {
+	uid, gen := data[recordWorkUIDKey], data[recordWorkGenerationKey]
+	if uid == "" || gen == "" {
+		return appliedMark{}
+	}
+	g, err := strconv.ParseInt(gen, 10, 64)
+	if err != nil || g < 0 {
+		return appliedMark{}
+	}
+	return appliedMark{uid: types.UID(uid), generation: g}
 }
 
 func sortObjects(objs []AppliedObject) {
@@ -241,6 +331,10 @@ func (a *Applier) encodeRecord(r *record) (*unstructured.Unstructured, error) {
 	if r.policy != "" && r.policy != v1alpha1.DeletionPolicyDelete {
 		data[recordPolicyKey] = string(r.policy)
 	}
+	if r.mark.uid != "" {
+		data[recordWorkUIDKey] = string(r.mark.uid)
+		data[recordWorkGenerationKey] = strconv.FormatInt(r.mark.generation, 10)
+	}
 	if err := unstructured.SetNestedStringMap(cm.Object, data, "data"); err != nil {
 		return nil, err
 	}
@@ -253,20 +347,24 @@ func (a *Applier) encodeRecord(r *record) (*unstructured.Unstructured, error) {
 // Applier's back (another writer, or a person), the stored record becomes
 // the union of both, so a write can never make the Applier lose track of
 // an object: at worst it remembers one that is gone, which the next
-// deletion finds NotFound and forgets.
+// deletion finds NotFound and forgets. The record written carries no mark
+// (see writeRecordMarked).
 func (a *Applier) writeRecord(ctx context.Context, work string, objects []AppliedObject) error {
 	var policy v1alpha1.DeletionPolicy
 	if prev := a.set.get(work); prev != nil {
 		policy = prev.policy
 	}
-	return a.writeRecordPolicy(ctx, work, objects, policy)
+	return a.writeRecordMarked(ctx, work, objects, policy, appliedMark{})
 }
 
-// writeRecordPolicy is writeRecord with the Work's deletion policy.
-func (a *Applier) writeRecordPolicy(ctx context.Context, work string, objects []AppliedObject, policy v1alpha1.DeletionPolicy) error {
+// writeRecordMarked is writeRecord with the Work's deletion policy and the
+// mark of the Apply that left objects (none: the zero mark). A union with
+// a stored record that holds objects this one lacks drops the mark: the
+// Apply it names did not leave those.
+func (a *Applier) writeRecordMarked(ctx context.Context, work string, objects []AppliedObject, policy v1alpha1.DeletionPolicy, mark appliedMark) error {
 	sortObjects(objects)
 	prev := a.set.get(work)
-	r := &record{work: work, objects: objects, policy: policy}
+	r := &record{work: work, objects: objects, policy: policy, mark: mark}
 	if prev != nil {
 		r.resourceVersion = prev.resourceVersion
 	}
@@ -310,12 +408,13 @@ func (a *Applier) mergeStored(ctx context.Context, r *record) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	merged := &record{work: r.work, objects: slices.Clone(r.objects), policy: r.policy}
+	merged := &record{work: r.work, objects: slices.Clone(r.objects), policy: r.policy, mark: r.mark}
 	if stored != nil {
 		merged.resourceVersion = stored.resourceVersion
 		for _, o := range stored.objects {
 			if merged.find(o.ResourceIdentifier) < 0 {
 				merged.objects = append(merged.objects, o)
+				merged.mark = appliedMark{}
 			}
 		}
 	}

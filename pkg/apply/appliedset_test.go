@@ -53,6 +53,14 @@ func deploymentID(ns, name string) v1alpha1.ResourceIdentifier {
 	return v1alpha1.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: name}
 }
 
+// recorded is the entry Work's record should hold for live Deployment
+// ns/name, applied as it is now: its UID and generation.
+func (f *fixture) recorded(ns, name string) AppliedObject {
+	f.t.Helper()
+	d := f.getDeployment(ns, name)
+	return AppliedObject{ResourceIdentifier: deploymentID(ns, name), UID: d.UID, Generation: d.Generation}
+}
+
 // recordOf reads Work work's record ConfigMap; nil when there is none.
 func (f *fixture) recordOf(work string) *corev1.ConfigMap {
 	f.t.Helper()
@@ -139,10 +147,7 @@ func TestAppliedSetIsRecordedAndSurvivesARestart(t *testing.T) {
 	if cm.Annotations[v1alpha1.AnnotationWork] != web.Name {
 		t.Errorf("record annotation %s = %q, want %q", v1alpha1.AnnotationWork, cm.Annotations[v1alpha1.AnnotationWork], web.Name)
 	}
-	want := []AppliedObject{
-		{ResourceIdentifier: deploymentID(f.ns, "web"), UID: d.UID},
-		{ResourceIdentifier: deploymentID(other, "web"), UID: f.getDeployment(other, "web").UID},
-	}
+	want := []AppliedObject{f.recorded(f.ns, "web"), f.recorded(other, "web")}
 	sortObjects(want)
 	if got := f.recordedObjects(web.Name); !slices.Equal(got, want) {
 		t.Errorf("recorded objects = %+v, want %+v", got, want)
@@ -332,10 +337,14 @@ func TestObjectDroppedFromAWorkIsDeleted(t *testing.T) {
 
 	f.apply(a, newWork(t, work, 3, deployment(moved, "web", "web:1", 1)))
 	f.gone(f.ns, "web")
-	newUID := f.getDeployment(moved, "web").UID
-	want := []AppliedObject{{ResourceIdentifier: deploymentID(moved, "web"), UID: newUID}}
+	want := []AppliedObject{f.recorded(moved, "web")}
 	if got := f.recordedObjects(work); !slices.Equal(got, want) {
 		t.Errorf("record after the move = %+v, want %+v", got, want)
+	}
+	// The record proves generation 3 applied: the old Deployment's removal
+	// dropped the mark, and the end of the Apply wrote it again.
+	if uid, gen := f.recordMark(work); uid != "uid-"+work || gen != "3" {
+		t.Errorf("record mark after the move = %q/%q, want uid-%s/3", uid, gen, work)
 	}
 	if d := f.getDeployment(blocked, "web"); d.Spec.Template.Spec.Containers[0].Image != "theirs:1" {
 		t.Errorf("the unowned Deployment was changed")
@@ -482,10 +491,7 @@ func TestRecordChangedByAnotherApplierIsMerged(t *testing.T) {
 	if !f.exists(f.ns, "web") || !f.exists(f.ns, "extra2") {
 		t.Fatalf("the Work's current Deployments are missing")
 	}
-	want := []AppliedObject{
-		{ResourceIdentifier: deploymentID(f.ns, "extra2"), UID: f.getDeployment(f.ns, "extra2").UID},
-		{ResourceIdentifier: deploymentID(f.ns, "web"), UID: f.getDeployment(f.ns, "web").UID},
-	}
+	want := []AppliedObject{f.recorded(f.ns, "extra2"), f.recorded(f.ns, "web")}
 	if got := f.recordedObjects(work); !slices.Equal(got, want) {
 		t.Errorf("record = %+v, want %+v", got, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,9 +43,22 @@ type Options struct {
 	// sync mode makes one of them its only writer.
 	FieldOwner string
 	// CreateNamespace makes Apply create a manifest's namespace when it
-	// does not exist. The namespace is created without Flotilla's labels
-	// and is never deleted: other objects may live in it.
+	// does not exist. The namespace gets the labels
+	// flotilla.dev/namespace-created, flotilla.dev/fleet and
+	// flotilla.dev/cluster, and Pod Security Admission's enforce label at
+	// the Work's spec.podSecurity (else DefaultPodSecurity) with
+	// enforce-version "latest". It never carries the Work's label and is
+	// never deleted: other objects may live in it. A namespace that exists
+	// is left as it is.
 	CreateNamespace bool
+	// DefaultPodSecurity is the Pod Security level of a namespace created
+	// for a Work whose spec.podSecurity is empty; empty means
+	// DefaultPodSecurity (baseline).
+	DefaultPodSecurity v1alpha1.PodSecurityLevel
+	// Namespaces is where Apply may write; nil means
+	// DefaultNamespacePolicy(). A Work that names any object the policy
+	// refuses is not applied at all.
+	Namespaces *NamespacePolicy
 	// Kinds are the kinds Apply accepts. Apply refuses other kinds, so
 	// that the Applier manages (and its RBAC names) a known set. Defaults
 	// to Deployments.
@@ -79,6 +93,8 @@ type Applier struct {
 	confirmNotFound bool
 	owner           string
 	createNamespace bool
+	podSecurity     v1alpha1.PodSecurityLevel
+	namespaces      NamespacePolicy
 	kinds           []schema.GroupVersionKind
 	tracker         tracker
 
@@ -110,6 +126,8 @@ func New(reader client.Reader, writer client.Client, opts Options) *Applier {
 		confirmNotFound: reader != nil,
 		owner:           opts.FieldOwner,
 		createNamespace: opts.CreateNamespace,
+		podSecurity:     opts.DefaultPodSecurity,
+		namespaces:      DefaultNamespacePolicy(),
 		kinds:           slices.Clone(opts.Kinds),
 		tracker:         tracker{works: map[string]appliedWork{}},
 		recordNamespace: opts.RecordNamespace,
@@ -119,6 +137,13 @@ func New(reader client.Reader, writer client.Client, opts Options) *Applier {
 	}
 	if opts.Brake != nil {
 		a.brake = *opts.Brake
+	}
+	if opts.Namespaces != nil {
+		a.namespaces = NamespacePolicy{
+			Denied:        slices.Clone(opts.Namespaces.Denied),
+			Allowed:       slices.Clone(opts.Namespaces.Allowed),
+			ClusterScoped: opts.Namespaces.ClusterScoped,
+		}
 	}
 	if a.reader == nil {
 		a.reader = writer
@@ -161,8 +186,14 @@ type Result struct {
 	Identifier v1alpha1.ResourceIdentifier
 	// Reason is v1alpha1.ReasonApplied, ReasonNotOwned or ReasonApplyFailed.
 	Reason string
-	// Message says what happened, naming the object.
+	// Message says what happened, naming the object. It is reported to the
+	// hub, where the tenant reads it, so it never holds what the member
+	// knows about other tenants' objects: who owns an object in the way,
+	// its field managers, the text of the member apiserver's refusal.
 	Message string
+	// Detail is the whole account for the member's own logs and events:
+	// Message plus what it leaves out. Empty when Message says it all.
+	Detail string
 	// Object is the object as the apiserver returned it from the apply;
 	// nil unless Reason is ReasonApplied.
 	Object *unstructured.Unstructured
@@ -176,6 +207,12 @@ func (r Result) Applied() bool { return r.Reason == v1alpha1.ReasonApplied }
 // others. The error joins every manifest's failure; a manifest left alone
 // because Flotilla does not own its object wraps ErrNotOwned.
 //
+// A Work that names any object the Applier's NamespacePolicy refuses is
+// not applied at all, nor recorded, and nothing is deleted for it: every
+// manifest's Result has reason NamespaceDenied and the error wraps
+// ErrNamespaceDenied. What an earlier generation of the Work applied stays
+// as it was, and stays recorded, so deleting the Work still deletes it.
+//
 // Each object is recorded in the Work's applied set before it is applied
 // (without a UID) and with its UID right after, so a crash between the two
 // cannot lose track of an object the apply created. When every manifest
@@ -185,7 +222,12 @@ func (r Result) Applied() bool { return r.Reason == v1alpha1.ReasonApplied }
 //
 // Only when all of that succeeded does the Applier record the Work for
 // NeedsApply; any failure makes NeedsApply report true until an Apply of
-// the Work succeeds.
+// the Work succeeds. It then also stores that drift record in the Work's
+// applied-set record, for a restarted Applier: with the UIDs on a first
+// apply, else in one write at the end, only when the Work's generation or
+// an object's version changed. That last write failing is logged, never
+// returned: the applied set is kept whole either way, and a restarted
+// Applier applies the Work once more.
 func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, error) {
 	unlock := a.locks.lock(work.Name)
 	defer unlock()
@@ -194,10 +236,12 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 	results := make([]Result, n)
 	errs := make([]error, n)
 	desired := make([]*unstructured.Unstructured, n)
+	refusals := make([]string, n)
 	var wanted []v1alpha1.ResourceIdentifier
 	seen := map[v1alpha1.ResourceIdentifier]int{}
 	for i := range work.Spec.Manifests {
-		obj, id, err := a.desired(work, &work.Spec.Manifests[i])
+		obj, id, refusal, err := a.desired(work, &work.Spec.Manifests[i])
+		refusals[i] = refusal
 		if err == nil {
 			if first, dup := seen[id]; dup {
 				err = fmt.Errorf("%s is also manifest %d of the Work; each object may appear once", describe(id), first)
@@ -210,6 +254,12 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 		seen[id] = i
 		desired[i] = obj
 		wanted = append(wanted, id)
+	}
+	if refused, err := a.refuseDenied(work.Name, results, desired, refusals); err != nil {
+		// All or nothing: applying the allowed half of a Work would leave
+		// the member running something its author never wrote.
+		a.tracker.forget(work.Name)
+		return refused, err
 	}
 
 	// Record first: an object created by an apply whose record write
@@ -236,7 +286,7 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 		}
 	}
 	if recErr == nil {
-		if err := a.recordApplied(ctx, work.Name, results); err != nil {
+		if err := a.recordApplied(ctx, work, results, len(all) == 0); err != nil {
 			all = append(all, err)
 		}
 	}
@@ -250,7 +300,47 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 		return results, errors.Join(all...)
 	}
 	a.tracker.record(work, results)
+	a.recordDrift(ctx, work, results)
 	return results, nil
+}
+
+// refuseDenied decides, from refusals (per manifest of Work work, the
+// NamespacePolicy's refusal or ""), whether the Work is refused. When it
+// is, it returns a Result with reason NamespaceDenied for every manifest
+// (decoded holds the failed Result of each manifest desired has no object
+// for) and an error wrapping ErrNamespaceDenied that names what was
+// refused; otherwise nil, nil.
+func (a *Applier) refuseDenied(work string, decoded []Result, desired []*unstructured.Unstructured, refusals []string) ([]Result, error) {
+	first := ""
+	for _, r := range refusals {
+		if r != "" {
+			first = r
+			break
+		}
+	}
+	if first == "" {
+		return nil, nil
+	}
+	results := make([]Result, len(desired))
+	var errs []error
+	for i, obj := range desired {
+		id := decoded[i].Identifier
+		var msg string
+		switch {
+		case refusals[i] != "":
+			msg = describe(id) + ": " + refusals[i]
+			errs = append(errs, fmt.Errorf("manifest %d of Work %s: %s", i, work, msg))
+		case obj == nil:
+			// Keep the manifest's own failure in view; the Work's reason
+			// is still the policy's, since nothing was applied.
+			msg = decoded[i].Message + "; and nothing of the Work was applied, because " + first
+		default:
+			id, _ = identifier(obj)
+			msg = describe(id) + ": not applied, because the Work also names an object the namespace policy refuses (" + first + "); a Work is applied whole or not at all"
+		}
+		results[i] = Result{Identifier: id, Reason: v1alpha1.ReasonNamespaceDenied, Message: msg}
+	}
+	return results, fmt.Errorf("%w, so none of it was applied: %w", ErrNamespaceDenied, errors.Join(errs...))
 }
 
 // identifier names obj.
@@ -266,47 +356,86 @@ func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, desire
 	id, gvk := identifier(desired)
 	existing, err := a.getLive(ctx, gvk, client.ObjectKeyFromObject(desired))
 	if err != nil {
-		return failed(id, v1alpha1.ReasonApplyFailed, fmt.Errorf("reading the existing object: %w", err))
+		return refused(id, fmt.Errorf("reading the existing object: %w", err))
 	}
 	if existing != nil && !claimable(existing, work.Name) {
-		msg := notOwnedMessage(id, existing, work.Name)
-		return Result{Identifier: id, Reason: v1alpha1.ReasonNotOwned, Message: msg}, fmt.Errorf("%s: %w", msg, ErrNotOwned)
+		detail := notOwnedMessage(id, existing, work.Name)
+		return Result{Identifier: id, Reason: v1alpha1.ReasonNotOwned, Message: describe(id) + notOwnedPublic, Detail: detail},
+			fmt.Errorf("%s: %w", detail, ErrNotOwned)
 	}
 
-	applied, err := a.serverSideApply(ctx, desired)
+	applied, err := a.serverSideApply(ctx, work, desired)
 	if err != nil {
-		return failed(id, v1alpha1.ReasonApplyFailed, err)
+		return refused(id, err)
 	}
 	log.FromContext(ctx).V(1).Info("applied", "work", work.Name, "object", describe(id),
 		"generation", applied.GetGeneration(), "resourceVersion", applied.GetResourceVersion())
 	return Result{Identifier: id, Reason: v1alpha1.ReasonApplied, Message: describe(id) + " applied", Object: applied}, nil
 }
 
-// failed is the Result and error of a manifest that could not be applied.
+// failed is the Result and error of a manifest that could not be applied
+// for a reason of its own (it does not decode, it is a duplicate) or of the
+// applier's: nothing in err is about another tenant.
 func failed(id v1alpha1.ResourceIdentifier, reason string, err error) (Result, error) {
 	return Result{Identifier: id, Reason: reason, Message: describe(id) + ": " + err.Error()}, err
+}
+
+// notOwnedPublic ends the hub's message for an object in the way.
+const notOwnedPublic = " exists in the member and is not this Work's, so it was left unchanged; the member's agent logs who owns it"
+
+// refused is the Result and error of a manifest the member's apiserver
+// refused. The text of the refusal can name other objects, quotas,
+// webhooks and policies of the member, so the hub gets only its kind: the
+// HTTP reason and code and, for an invalid object, the field paths.
+func refused(id v1alpha1.ResourceIdentifier, err error) (Result, error) {
+	r := Result{Identifier: id, Reason: v1alpha1.ReasonApplyFailed, Message: describe(id) + ": " + publicError(err), Detail: describe(id) + ": " + err.Error()}
+	return r, err
+}
+
+// publicError is what the hub may see of err from the member's apiserver.
+func publicError(err error) string {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return "the member's apiserver could not be reached or answered with an error; the member's agent logs it"
+	}
+	s := st.Status()
+	msg := fmt.Sprintf("the member refused it: %s (HTTP %d)", s.Reason, s.Code)
+	if s.Details != nil {
+		var fields []string
+		for _, c := range s.Details.Causes {
+			if c.Field != "" && !slices.Contains(fields, c.Field) {
+				fields = append(fields, c.Field)
+			}
+		}
+		if len(fields) > 0 {
+			msg += " at " + strings.Join(fields, ", ")
+		}
+	}
+	return msg + "; the member's agent logs the whole answer"
 }
 
 // desired decodes manifest m of work into the object to apply: namespace
 // defaulted for namespaced kinds, server-set fields and status dropped (an
 // apply configuration states intent only), Flotilla's label and annotation
-// set.
-func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (*unstructured.Unstructured, v1alpha1.ResourceIdentifier, error) {
+// set. refusal is non-empty, and says why, when the NamespacePolicy
+// refuses the object.
+func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (_ *unstructured.Unstructured, _ v1alpha1.ResourceIdentifier, refusal string, _ error) {
 	obj, err := decode(m)
 	if err != nil {
-		return nil, v1alpha1.ResourceIdentifier{}, fmt.Errorf("decoding the manifest: %w", err)
+		return nil, v1alpha1.ResourceIdentifier{}, "", fmt.Errorf("decoding the manifest: %w", err)
 	}
 	gvk := obj.GroupVersionKind()
 	id := v1alpha1.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	if !slices.ContainsFunc(a.kinds, func(k schema.GroupVersionKind) bool { return k.GroupKind() == gvk.GroupKind() }) {
-		return nil, id, fmt.Errorf("kind %s is not one this applier manages (%s), so it could not be pruned later", gvk.GroupKind(), kindList(a.kinds))
-	}
+	managed := slices.ContainsFunc(a.kinds, func(k schema.GroupVersionKind) bool { return k.GroupKind() == gvk.GroupKind() })
 	if obj.GetName() == "" {
-		return nil, id, errors.New("the manifest has no metadata.name")
+		return nil, id, "", errors.New("the manifest has no metadata.name")
 	}
 	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return nil, id, fmt.Errorf("finding the resource for %s: %w", gvk, err)
+		if !managed {
+			return nil, id, "", errNotManaged(gvk, a.kinds)
+		}
+		return nil, id, "", fmt.Errorf("finding the resource for %s: %w", gvk, err)
 	}
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		if obj.GetNamespace() == "" {
@@ -318,9 +447,17 @@ func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (*unstructu
 		obj.SetNamespace("")
 	}
 	id.Namespace = obj.GetNamespace()
+	// The policy is asked once the scope is known and before the kind is:
+	// a cluster-scoped object refuses the whole Work, whatever its kind.
+	if refusal = a.namespaces.Refusal(id); refusal != "" {
+		return nil, id, refusal, errors.New(refusal)
+	}
+	if !managed {
+		return nil, id, "", errNotManaged(gvk, a.kinds)
+	}
 
 	if obj, err = ssa.Unstructured(obj, ssa.ServerSetMetadata...); err != nil {
-		return nil, id, err
+		return nil, id, "", err
 	}
 
 	labels := obj.GetLabels()
@@ -350,7 +487,13 @@ func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (*unstructu
 	}
 	annotations[v1alpha1.AnnotationWork] = work.Name
 	obj.SetAnnotations(annotations)
-	return obj, id, nil
+	return obj, id, "", nil
+}
+
+// errNotManaged is the error of a manifest whose kind gvk is not among
+// kinds.
+func errNotManaged(gvk schema.GroupVersionKind, kinds []schema.GroupVersionKind) error {
+	return fmt.Errorf("kind %s is not one this applier manages (%s), so it could not be pruned later", gvk.GroupKind(), kindList(kinds))
 }
 
 // decode turns a manifest into an unstructured object; the hub sends raw
@@ -408,11 +551,11 @@ func (a *Applier) getLive(ctx context.Context, gvk schema.GroupVersionKind, key 
 	return obj, nil
 }
 
-// serverSideApply applies obj as the Applier's field owner, forcing
-// ownership of conflicting fields: Flotilla is the source of truth for what
-// it applies. When the object's namespace is missing and CreateNamespace is
-// on, it creates the namespace and applies once more.
-func (a *Applier) serverSideApply(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// serverSideApply applies obj, an object of work, as the Applier's field
+// owner, forcing ownership of conflicting fields: Flotilla is the source of
+// truth for what it applies. When the object's namespace is missing and
+// CreateNamespace is on, it creates the namespace and applies once more.
+func (a *Applier) serverSideApply(ctx context.Context, work *v1alpha1.Work, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	out := obj.DeepCopy()
 	err := a.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(a.owner), client.ForceOwnership)
 	if err == nil {
@@ -425,7 +568,7 @@ func (a *Applier) serverSideApply(ctx context.Context, obj *unstructured.Unstruc
 	if !a.createNamespace {
 		return nil, fmt.Errorf("namespace %s does not exist and namespace creation is off: %w", ns, err)
 	}
-	if err := a.ensureNamespace(ctx, ns); err != nil {
+	if err := a.ensureNamespace(ctx, work, ns); err != nil {
 		return nil, err
 	}
 	out = obj.DeepCopy()
@@ -435,17 +578,24 @@ func (a *Applier) serverSideApply(ctx context.Context, obj *unstructured.Unstruc
 	return out, nil
 }
 
-// ensureNamespace creates namespace name; one that appeared meanwhile is
-// fine.
-func (a *Applier) ensureNamespace(ctx context.Context, name string) error {
+// ensureNamespace creates namespace name for work, labelled as
+// createdNamespaceLabels says; one that appeared meanwhile is fine, and is
+// left as it is: a namespace someone else made is theirs to label.
+func (a *Applier) ensureNamespace(ctx context.Context, work *v1alpha1.Work, name string) error {
+	fleet, cluster := a.Identity()
+	labels, err := createdNamespaceLabels(work, a.podSecurity, fleet, cluster)
+	if err != nil {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
 	ns.SetName(name)
-	err := a.writer.Create(ctx, ns, client.FieldOwner(a.owner))
+	ns.SetLabels(labels)
+	err = a.writer.Create(ctx, ns, client.FieldOwner(a.owner))
 	switch {
 	case err == nil:
-		log.FromContext(ctx).Info("created namespace", "namespace", name)
+		log.FromContext(ctx).Info("created namespace", "namespace", name, "podSecurity", labels[LabelPodSecurityEnforce])
 		return nil
 	case apierrors.IsAlreadyExists(err):
 		return nil

@@ -225,10 +225,20 @@ func TestUnownedDeploymentIsLeftAlone(t *testing.T) {
 			if r.Reason != v1alpha1.ReasonNotOwned || r.Object != nil {
 				t.Fatalf("result = %+v, want reason NotOwned and no object", r)
 			}
+			// The member keeps the whole account; the hub, where the
+			// tenant reads it, learns nothing about the other owner.
 			for _, part := range []string{"Deployment " + f.ns + "/" + name, "no flotilla.dev/work label", "field managers: kubectl-create", "left unchanged"} {
+				if !strings.Contains(r.Detail, part) || !strings.Contains(err.Error(), part) {
+					t.Errorf("detail %q or error %q does not say %q", r.Detail, err, part)
+				}
+			}
+			for _, part := range []string{"Deployment " + f.ns + "/" + name, "left unchanged"} {
 				if !strings.Contains(r.Message, part) {
 					t.Errorf("message %q does not say %q", r.Message, part)
 				}
+			}
+			if strings.Contains(r.Message, "kubectl-create") || strings.Contains(r.Message, "field managers") {
+				t.Errorf("the message for the hub %q names the other owner's field managers", r.Message)
 			}
 
 			d := f.getDeployment(f.ns, name)
@@ -272,8 +282,11 @@ func TestAnotherWorksObjectIsNotTakenOver(t *testing.T) {
 	if !errors.Is(err, ErrNotOwned) {
 		t.Fatalf("Apply error = %v, want one wrapping ErrNotOwned", err)
 	}
-	if want := `belongs to Work "` + f.work("first") + `", not "` + f.work("second") + `"`; results[0].Reason != v1alpha1.ReasonNotOwned || !strings.Contains(results[0].Message, want) {
-		t.Errorf("result = %s %q, want NotOwned saying %q", results[0].Reason, results[0].Message, want)
+	if want := `belongs to Work "` + f.work("first") + `", not "` + f.work("second") + `"`; results[0].Reason != v1alpha1.ReasonNotOwned || !strings.Contains(results[0].Detail, want) {
+		t.Errorf("result = %s %q, want NotOwned with the detail %q", results[0].Reason, results[0].Detail, want)
+	}
+	if strings.Contains(results[0].Message, f.work("first")) {
+		t.Errorf("the message for the hub %q names the other tenant's Work %q", results[0].Message, f.work("first"))
 	}
 	after := f.getDeployment(f.ns, "web")
 	if after.ResourceVersion != before.ResourceVersion || after.Annotations[v1alpha1.AnnotationWork] != f.work("first") {

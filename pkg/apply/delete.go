@@ -45,10 +45,12 @@ var ErrNoIdentity = errors.New("the applier has no fleet identity (SetIdentity w
 // Delete returns ErrNoIdentity.
 func (a *Applier) Delete(ctx context.Context, workName string) ([]v1alpha1.ResourceIdentifier, error) {
 	// The Work is going away whether or not every delete succeeds: it no
-	// longer counts as applied.
+	// longer counts as applied. Forgotten again once the Work's lock is
+	// held, since a first load of the records (deleteWork) restores it.
 	a.tracker.forget(workName)
 	unlock := a.locks.lock(workName)
 	defer unlock()
+	defer a.tracker.forget(workName)
 	deleted, err := a.deleteWork(ctx, workName)
 	if err != nil {
 		return deleted, fmt.Errorf("deleting the objects of Work %s: %w", workName, err)
@@ -91,6 +93,8 @@ func (a *Applier) Prune(ctx context.Context, keep sets.Set[string], confirmed bo
 	if err := a.ensureLoaded(ctx); err != nil {
 		return nil, fmt.Errorf("pruning: %w", err)
 	}
+	// Again: a first load restores what the records prove, kept or not.
+	a.tracker.retain(keep)
 	if fleet, _ := a.Identity(); fleet == "" {
 		return nil, fmt.Errorf("pruning: %w", ErrNoIdentity)
 	}
@@ -174,7 +178,9 @@ func (a *Applier) recordIntent(ctx context.Context, work string, ids []v1alpha1.
 	if len(objects) == len(rec.objects) && effectivePolicy(rec) == policy {
 		return nil
 	}
-	return a.writeRecordPolicy(ctx, work, objects, policy)
+	// The objects are not applied yet: the record proves nothing until an
+	// Apply succeeds, so it goes without a mark.
+	return a.writeRecordMarked(ctx, work, objects, policy, appliedMark{})
 }
 
 // effectivePolicy is r's deletion policy, Delete when unset.
@@ -185,15 +191,21 @@ func effectivePolicy(r *record) v1alpha1.DeletionPolicy {
 	return r.policy
 }
 
-// recordApplied writes the UIDs the apply returned into Work work's
-// record, and drops the entries recorded without a UID whose object turned
-// out to be someone else's (NotOwned): this Applier did not create them.
-// The caller holds the Work's lock; nothing is written when nothing
-// changed.
-func (a *Applier) recordApplied(ctx context.Context, work string, results []Result) error {
-	rec := a.set.get(work)
+// recordApplied writes the UIDs the apply of work returned into the
+// Work's record, and drops the entries recorded without a UID whose object
+// turned out to be someone else's (NotOwned): this Applier did not create
+// them. The caller holds the Work's lock; nothing is written when no UID
+// changed (versions alone are recordDrift's business, which never fails an
+// Apply).
+//
+// When it writes, the applied objects carry the versions the apply
+// returned, and, when every manifest applied (allApplied) and the record
+// holds nothing else, the Work's mark: the first apply of a Work records
+// its drift record with the UIDs, in the same request.
+func (a *Applier) recordApplied(ctx context.Context, work *v1alpha1.Work, results []Result, allApplied bool) error {
+	rec := a.set.get(work.Name)
 	if rec == nil {
-		rec = &record{work: work}
+		rec = &record{work: work.Name}
 	}
 	objects := slices.Clone(rec.objects)
 	changed := false
@@ -214,10 +226,68 @@ func (a *Applier) recordApplied(ctx context.Context, work string, results []Resu
 	if !changed {
 		return nil
 	}
-	if err := a.writeRecord(ctx, work, objects); err != nil {
+	stamped, complete := stampVersions(objects, results)
+	var mark appliedMark
+	if allApplied && complete {
+		mark = appliedMark{uid: work.UID, generation: work.Generation}
+	}
+	if err := a.writeRecordMarked(ctx, work.Name, stamped, rec.policy, mark); err != nil {
 		return fmt.Errorf("recording the applied objects' UIDs: %w", err)
 	}
 	return nil
+}
+
+// stampVersions returns objects with each one an applied Result names
+// carrying the UID and version the apply returned, and says whether every
+// object got them from results (complete): only then do objects say what
+// this apply left.
+func stampVersions(objects []AppliedObject, results []Result) (stamped []AppliedObject, complete bool) {
+	stamped = slices.Clone(objects)
+	complete = true
+	for i, o := range stamped {
+		j := slices.IndexFunc(results, func(r Result) bool { return r.Applied() && r.Identifier == o.ResourceIdentifier })
+		if j < 0 {
+			complete = false
+			continue
+		}
+		obj := results[j].Object
+		o.UID = obj.GetUID()
+		stamped[i] = o.withVersion(versionOf(obj))
+	}
+	return stamped, complete
+}
+
+// recordDrift stores, after an Apply of work that succeeded whole, the
+// Work's mark and the versions the apply returned in the Work's record,
+// so that a restarted Applier resumes from them (see Load). It writes only
+// when they differ from what the record holds: a new Work generation, an
+// object whose generation moved (a drift repair). A failed write is logged
+// and leaves the record as it was, which proves less, never more: NeedsApply
+// after a restart says true, and the next Apply writes again. The caller
+// holds the Work's lock.
+func (a *Applier) recordDrift(ctx context.Context, work *v1alpha1.Work, results []Result) {
+	if a.recordNamespace == "" {
+		return
+	}
+	rec := a.set.get(work.Name)
+	if rec == nil || len(rec.objects) == 0 {
+		return
+	}
+	stamped, complete := stampVersions(rec.objects, results)
+	mark := appliedMark{uid: work.UID, generation: work.Generation}
+	if !complete || (rec.mark == mark && slices.Equal(stamped, rec.objects)) {
+		return
+	}
+	if err := a.writeRecordMarked(ctx, work.Name, stamped, rec.policy, mark); err != nil {
+		log.FromContext(ctx).Error(err, "recording the drift record of an applied Work; a restart will apply it again", "work", work.Name)
+		return
+	}
+	if now := a.set.get(work.Name); now == nil || now.mark != mark {
+		// The write kept objects another writer had recorded (the union):
+		// this Apply did not leave them, so the Work needs another, which
+		// removes what it no longer names.
+		a.tracker.forget(work.Name)
+	}
 }
 
 // deleteDropped deletes the objects Work work's record holds that wanted
@@ -295,6 +365,13 @@ func (a *Applier) deleteRecorded(ctx context.Context, work string, objs []Applie
 // false when there was nothing of this Work's to delete, and an error when
 // the deletion should be tried again.
 func (a *Applier) deleteObject(ctx context.Context, work string, o AppliedObject) (bool, error) {
+	if isNamespace(o.ResourceIdentifier) {
+		// Deleting a namespace deletes everything in it, whoever put it
+		// there: no Work owns that much. The entry is dropped and the
+		// namespace left, as for an object that is no longer the Work's.
+		log.FromContext(ctx).Info("not deleting a namespace: an applier never deletes one", "work", work, "namespace", o.Name)
+		return false, nil
+	}
 	live, logger, err := a.recordedLive(ctx, work, o, "deleting")
 	if err != nil || live == nil {
 		return false, err
@@ -363,6 +440,11 @@ func (a *Applier) notDeletable(live *unstructured.Unstructured, work string) str
 	default:
 		return ""
 	}
+}
+
+// isNamespace says id names a Namespace.
+func isNamespace(id v1alpha1.ResourceIdentifier) bool {
+	return id.Group == "" && id.Kind == "Namespace"
 }
 
 // keyedMutex is a mutex per key, dropped when nobody holds or waits for it.

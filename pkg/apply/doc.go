@@ -21,6 +21,45 @@
 // it with reason NotOwned (it does write an object that carries the label
 // but lost the annotation, and puts the annotation back).
 //
+// # Namespaces
+//
+// A NamespacePolicy (Options.Namespaces; nil means DefaultNamespacePolicy)
+// says where Apply may write: namespaces matching a Denied glob
+// (pkg/nspolicy syntax; by default kube-system, kube-public and
+// kube-node-lease) never, and, when Allowed is set, only namespaces
+// matching one of its globs; a denial wins. Cluster-scoped objects are
+// refused unless the policy's ClusterScoped is set: the hub renders only
+// namespaced objects, and a cluster-scoped one (a ClusterRoleBinding, a
+// webhook configuration) reaches beyond every namespace, so a Work that
+// carries one is an escalation. The policy is asked as soon as a
+// manifest's scope is known, before its kind is checked against
+// Options.Kinds, so such a Work is refused the same way whatever the kind.
+// A Namespace object, when allowed at all, is checked by its own name.
+//
+// Apply refuses a Work whole when the policy refuses any of its objects:
+// nothing is applied, recorded or deleted for it, every manifest's Result
+// has reason NamespaceDenied (the refused ones naming the namespace and
+// the flag, FlagDeniedNamespaces or FlagAllowedNamespaces), and the error
+// wraps ErrNamespaceDenied. Applying the allowed part would leave the
+// member running half of what the Work's author wrote. What an earlier,
+// allowed generation of the Work applied is left exactly as it is (not
+// updated, not deleted, still recorded), so a Work moved from team-a into
+// kube-system keeps its team-a objects until an allowed generation
+// arrives or the Work is deleted, which deletes them by the applied set.
+//
+// With Options.CreateNamespace, a namespace missing for an object is
+// created with the labels flotilla.dev/namespace-created=true,
+// flotilla.dev/fleet and flotilla.dev/cluster (so admins see which
+// namespaces Flotilla made) and Pod Security Admission's
+// pod-security.kubernetes.io/enforce at the Work's spec.podSecurity, else
+// Options.DefaultPodSecurity, else baseline, with enforce-version latest.
+// A namespace that exists is never relabelled. An Applier never deletes a
+// namespace: one it created is not in the applied set and carries no
+// Work label, and even a recorded Namespace object (ClusterScoped on,
+// Namespace among the kinds) is dropped from the record on deletion, not
+// deleted, because deleting a namespace deletes everything in it, whoever
+// put it there.
+//
 // # The applied set
 //
 // Labels say whose an object claims to be, not that this Applier made it:
@@ -31,9 +70,13 @@
 // is a ConfigMap in that namespace named RecordName(field owner, Work),
 // labelled flotilla.dev/applied-set=<field owner> plus the fleet and
 // cluster labels, annotated flotilla.dev/work=<Work name>, whose data key
-// "objects" holds a JSON list of AppliedObject, for example
+// "objects" holds a JSON list of AppliedObject, and, once an Apply of the
+// Work succeeded whole, "workUID" and "workGeneration" name that Work (the
+// drift record, below), for example
 //
-//	[{"group":"apps","version":"v1","kind":"Deployment","namespace":"shop","name":"web","uid":"6f1c…"}]
+//	objects:        [{"group":"apps","version":"v1","kind":"Deployment","namespace":"shop","name":"web","uid":"6f1c…","generation":3}]
+//	workUID:        0b8e…
+//	workGeneration: "7"
 //
 // The records are loaded on first use (or by Load), so a restarted agent
 // keeps them. Apply records an object before applying it, without a UID
@@ -105,9 +148,35 @@
 // status update (the Deployment controller's, every few seconds during a
 // rollout) does not look like drift while a hand edit of the spec does.
 // NeedsApply compares the Work and the live objects (typically from the
-// caller's cache) with that record. The record lives in memory: after a
-// restart every Work needs one apply, which is a no-op for unchanged
-// objects.
+// caller's cache) with that record.
+//
+// The drift record is also kept in the applied set, so that a restarted
+// Applier (a new agent process, a new hub leader in push mode) resumes
+// without re-applying unchanged Works: each AppliedObject carries its
+// generation (its resourceVersion for a kind without one), and the record
+// the Work's UID and generation ("workUID", "workGeneration": the mark).
+// The mark says that an Apply of that Work succeeded whole and left
+// exactly the recorded objects at their recorded versions, so every other
+// record write (before an apply, after a partial one, a deletion, the
+// union with someone else's record) drops it. A first apply writes the
+// mark with the UIDs, in the same request; a later Apply that moved the
+// Work's generation or an object's version (an update, a drift repair)
+// writes the record once at its end, and re-applying an unchanged Work
+// writes nothing. When that write finds objects another writer recorded
+// (kept by the union), the Work needs another Apply, also in memory, which
+// removes what it no longer names. That last write is best effort: a failure is logged, the
+// Apply succeeds, the in-memory drift record stays right and the record
+// keeps its objects with the older mark, which proves less, never more (a
+// restart applies the Work once more; the next Apply writes it again).
+//
+// Load restores the drift record for each Work whose record has the mark
+// and, for every object, a UID and a version; for any other Work (a record
+// written by an older Applier, an apply that did not finish) NeedsApply
+// says true until an Apply succeeds, which then upgrades the record. So
+// after a restart Applied lists what the records prove was applied, not
+// what was applied in this process; pkg/works' Store filters it by the
+// Works the hub sent it. Delete, Prune and Forget drop a Work's drift
+// record with its applied set, also when their first load restored it.
 //
 // # Status
 //
@@ -117,5 +186,8 @@
 // (ProgressDeadlineExceeded, FailedCreate) and the kubelet's container
 // waiting reasons (ImagePullBackOff, CrashLoopBackOff) where they exist.
 // Applier.ReadLive gathers its input with one read per object, and one pod
-// list only for a Deployment that is not available.
+// list only for a Deployment that is not available. Applier.Status without
+// results, for a Work whose drift record a restart restored at its UID and
+// generation, takes every recorded object as applied: a caller that skips
+// the apply because NeedsApply says false reports the Work as it runs.
 package apply

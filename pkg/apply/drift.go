@@ -55,6 +55,22 @@ func (t *tracker) record(work *v1alpha1.Work, results []Result) {
 	t.works[work.Name] = rec
 }
 
+// restore adds the drift record each of records proves (see
+// record.drift) for the Works t does not track yet: what this process
+// applied is at least as new as what it wrote.
+func (t *tracker) restore(records map[string]*record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, r := range records {
+		if _, ok := t.works[name]; ok {
+			continue
+		}
+		if w, ok := r.drift(); ok {
+			t.works[name] = w
+		}
+	}
+}
+
 func (t *tracker) forget(workName string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -77,7 +93,9 @@ func (t *tracker) retain(keep sets.Set[string]) {
 // (typically every object in its cache labelled for the Work; objects of
 // other Works are ignored). It returns true when:
 //
-//   - no Apply of the Work has succeeded yet (or the last one failed);
+//   - no Apply of the Work has succeeded yet (or the last one failed), in
+//     this process or, after a restart, as the Work's applied-set record
+//     proves (see Load);
 //   - the Work changed: another generation, or another UID (deleted and
 //     created again, which restarts the generation);
 //   - an applied object is missing from live (deleted, or replaced by one
@@ -122,8 +140,12 @@ type AppliedWork struct {
 }
 
 // Applied lists, sorted by name, the Works whose last Apply succeeded and
-// that were not deleted or pruned since: what this process holds. It starts
-// empty after a restart.
+// that were not deleted or pruned since. After a restart it lists what the
+// applied-set records prove was applied (see Load): a Work whose record
+// names its UID and generation and a UID and version for every object;
+// without a RecordNamespace it starts empty. A caller that must report
+// only what it was sent in this process (pkg/works Store.Held) filters
+// by what it holds.
 func (a *Applier) Applied() []AppliedWork {
 	a.tracker.mu.Lock()
 	out := make([]AppliedWork, 0, len(a.tracker.works))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -106,7 +107,59 @@ func (a *Applier) unavailablePods(ctx context.Context, obj *unstructured.Unstruc
 // Status reads the live state of what results say was applied and computes
 // work's status from it (see ReadLive and WorkStatus). A read error is
 // returned with the status computed from what could be read.
+//
+// Without results (nil), for a Work whose drift record a restarted Applier
+// restored (see Load) at work's UID and generation, the results are what
+// that record proves: every recorded object applied. A caller that skips
+// the apply because NeedsApply says false after a restart thus reports
+// the Work as applied, not as waiting.
 func (a *Applier) Status(ctx context.Context, work *v1alpha1.Work, results []Result, now time.Time) (v1alpha1.WorkStatus, error) {
+	if results == nil {
+		results = a.resumedResults(work)
+	}
 	live, err := a.ReadLive(ctx, results)
 	return WorkStatus(work, results, live, now), err
+}
+
+// resumedResults is what the drift record proves of work's last Apply: a
+// Result with reason Applied per recorded object, in the order of the
+// Work's manifests (any object no manifest names last), when the Applier
+// tracks work at its UID and generation; otherwise nil.
+func (a *Applier) resumedResults(work *v1alpha1.Work) []Result {
+	a.tracker.mu.Lock()
+	rec, ok := a.tracker.works[work.Name]
+	a.tracker.mu.Unlock()
+	if !ok || rec.uid != work.UID || rec.generation != work.Generation {
+		return nil
+	}
+	r := a.set.get(work.Name)
+	if r == nil || len(r.objects) != len(rec.objects) {
+		return nil
+	}
+	objs := slices.Clone(r.objects)
+	out := make([]Result, 0, len(objs))
+	take := func(i int) {
+		id := objs[i].ResourceIdentifier
+		out = append(out, Result{Identifier: id, Reason: v1alpha1.ReasonApplied, Message: describe(id) + " applied"})
+		objs = slices.Delete(objs, i, i+1)
+	}
+	for i := range work.Spec.Manifests {
+		obj, err := decode(&work.Spec.Manifests[i])
+		if err != nil {
+			continue
+		}
+		gvk := obj.GroupVersionKind()
+		// A manifest without a namespace had it defaulted when applied.
+		j := slices.IndexFunc(objs, func(o AppliedObject) bool {
+			return o.Group == gvk.Group && o.Version == gvk.Version && o.Kind == gvk.Kind && o.Name == obj.GetName() &&
+				(obj.GetNamespace() == "" || o.Namespace == obj.GetNamespace())
+		})
+		if j >= 0 {
+			take(j)
+		}
+	}
+	for len(objs) > 0 {
+		take(0)
+	}
+	return out
 }

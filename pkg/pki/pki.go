@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -26,7 +27,8 @@ import (
 )
 
 // File names the Ensure* functions and cmd/flotilla-pki use inside a
-// directory. Keys are written with mode 0600.
+// directory. Keys are written with mode 0600, in a directory of mode 0700
+// (EnsureKeyDir).
 const (
 	CACertFile  = "ca.crt"
 	CAKeyFile   = "ca.key"
@@ -128,23 +130,50 @@ func ClusterFromCertificate(cert *x509.Certificate) (string, error) {
 // for client authentication by one of roots, and returns the cluster it
 // names.
 func VerifyAgent(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) (string, error) {
+	cluster, _, err := VerifyAgentChain(chain, roots, now)
+	return cluster, err
+}
+
+// VerifyAgentChain is VerifyAgent that also says until when the
+// verification holds: the earliest NotAfter of the certificates of the
+// verified chain (the leaf, an intermediate or the root, whichever
+// expires first). A server that keeps a connection open past it must end
+// it then.
+func VerifyAgentChain(chain []*x509.Certificate, roots *x509.CertPool, now time.Time) (cluster string, notAfter time.Time, err error) {
 	if len(chain) == 0 {
-		return "", errors.New("no client certificate was presented")
+		return "", time.Time{}, errors.New("no client certificate was presented")
 	}
 	intermediates := x509.NewCertPool()
 	for _, c := range chain[1:] {
 		intermediates.AddCert(c)
 	}
-	_, err := chain[0].Verify(x509.VerifyOptions{
+	verified, err := chain[0].Verify(x509.VerifyOptions{
 		Roots:         roots,
 		Intermediates: intermediates,
 		CurrentTime:   now,
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	if err != nil {
-		return "", fmt.Errorf("client certificate %q is not trusted: %w", chain[0].Subject.CommonName, err)
+		return "", time.Time{}, fmt.Errorf("client certificate %q is not trusted: %w", chain[0].Subject.CommonName, err)
 	}
-	return ClusterFromCertificate(chain[0])
+	cluster, err = ClusterFromCertificate(chain[0])
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	// Of several chains to the roots, the one that lasts longest is what
+	// the peer proved.
+	for _, c := range verified {
+		end := c[0].NotAfter
+		for _, cert := range c[1:] {
+			if cert.NotAfter.Before(end) {
+				end = cert.NotAfter
+			}
+		}
+		if end.After(notAfter) {
+			notAfter = end
+		}
+	}
+	return cluster, notAfter, nil
 }
 
 // KeyPair is a certificate and its private key.
@@ -215,19 +244,42 @@ func LoadKeyPair(certFile, keyFile string) (*KeyPair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading certificate: %w", err)
 	}
-	cert, err := parseCertPEM(certPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", certFile, err)
-	}
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading key: %w", err)
 	}
+	kp, err := ParseKeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %s: %w", certFile, keyFile, err)
+	}
+	return kp, nil
+}
+
+// ParseKeyPair parses a PEM certificate and its PEM ECDSA key (PKCS #8 or
+// SEC 1) and checks that they belong together.
+func ParseKeyPair(certPEM, keyPEM []byte) (*KeyPair, error) {
+	cert, err := parseCertPEM(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("certificate: %w", err)
+	}
+	key, err := ParsePrivateKey(keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, errors.New("the key does not belong to the certificate")
+	}
+	return &KeyPair{Cert: cert, Key: key}, nil
+}
+
+// ParsePrivateKey parses a PEM ECDSA private key (PKCS #8 or SEC 1).
+func ParsePrivateKey(keyPEM []byte) (*ecdsa.PrivateKey, error) {
 	block, _ := pem.Decode(keyPEM)
 	if block == nil {
-		return nil, fmt.Errorf("%s: no PEM block", keyFile)
+		return nil, errors.New("key: no PEM block")
 	}
 	var key any
+	var err error
 	switch block.Type {
 	case "PRIVATE KEY":
 		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
@@ -237,17 +289,17 @@ func LoadKeyPair(certFile, keyFile string) (*KeyPair, error) {
 		err = fmt.Errorf("unexpected PEM block %q", block.Type)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", keyFile, err)
+		return nil, fmt.Errorf("key: %w", err)
 	}
 	ecKey, ok := key.(*ecdsa.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("%s: not an ECDSA key", keyFile)
+		return nil, errors.New("key: not an ECDSA key")
 	}
-	if !ecKey.PublicKey.Equal(cert.PublicKey) {
-		return nil, fmt.Errorf("%s does not belong to the certificate in %s", keyFile, certFile)
-	}
-	return &KeyPair{Cert: cert, Key: ecKey}, nil
+	return ecKey, nil
 }
+
+// ParseCertificatePEM parses one PEM certificate.
+func ParseCertificatePEM(data []byte) (*x509.Certificate, error) { return parseCertPEM(data) }
 
 func parseCertPEM(data []byte) (*x509.Certificate, error) {
 	block, _ := pem.Decode(data)
@@ -377,6 +429,34 @@ func issue(tmpl *x509.Certificate, parent *KeyPair, validity time.Duration) (*Ke
 	return &KeyPair{Cert: cert, Key: key}, nil
 }
 
+// KeyDirMode is the mode of a directory holding private keys: its owner's
+// alone, so that no other user can list, replace or add key files.
+const KeyDirMode os.FileMode = 0o700
+
+// EnsureKeyDir creates dir with KeyDirMode, or, when it exists already,
+// takes away any group and other permission it has, before keys are
+// written into it. A key file's own 0600 keeps it from being read, but a
+// directory others may write lets them swap a key or certificate, and one
+// they may read shows which keys exist.
+func EnsureKeyDir(dir string) error {
+	if err := os.MkdirAll(dir, KeyDirMode); err != nil {
+		return fmt.Errorf("creating the key directory %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("checking the key directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("key directory %s is not a directory", dir)
+	}
+	if fi.Mode().Perm()&^KeyDirMode != 0 {
+		if err := os.Chmod(dir, KeyDirMode); err != nil {
+			return fmt.Errorf("making the key directory %s private (mode %o): %w", dir, KeyDirMode, err)
+		}
+	}
+	return nil
+}
+
 // EnsureCA loads the CA in dir, creating dir and a new CA when there is
 // none. A CA that exists but cannot be loaded is an error, not something to
 // replace silently: every certificate it issued would stop working.
@@ -391,7 +471,7 @@ func EnsureCA(dir string) (*KeyPair, error) {
 		}
 		return ca, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := EnsureKeyDir(dir); err != nil {
 		return nil, err
 	}
 	ca, err := NewCA("flotilla-ca", 0)
@@ -408,6 +488,9 @@ func EnsureCA(dir string) (*KeyPair, error) {
 // for hosts (and loopback) for at least a week more, issuing a new one
 // otherwise. It reports whether it issued one.
 func EnsureHub(dir string, ca *KeyPair, hosts []string) (issued bool, err error) {
+	if err := EnsureKeyDir(dir); err != nil {
+		return false, err
+	}
 	certFile, keyFile := filepath.Join(dir, HubCertFile), filepath.Join(dir, HubKeyFile)
 	if kp, err := LoadKeyPair(certFile, keyFile); err == nil && usable(kp, ca, x509.ExtKeyUsageServerAuth) {
 		ips, dns := hubNames(hosts)
@@ -426,6 +509,9 @@ func EnsureHub(dir string, ca *KeyPair, hosts []string) (issued bool, err error)
 // valid for at least a week more, issuing a new one otherwise. It reports
 // whether it issued one.
 func EnsureAgent(dir string, ca *KeyPair, cluster string) (issued bool, err error) {
+	if err := EnsureKeyDir(dir); err != nil {
+		return false, err
+	}
 	certFile, keyFile := filepath.Join(dir, AgentCertFile(cluster)), filepath.Join(dir, AgentKeyFile(cluster))
 	if kp, err := LoadKeyPair(certFile, keyFile); err == nil && usable(kp, ca, x509.ExtKeyUsageClientAuth) {
 		if name, err := ClusterFromCertificate(kp.Cert); err == nil && name == cluster {
@@ -480,16 +566,17 @@ func LoadCertPool(caFile string) (*x509.CertPool, error) {
 }
 
 // ServerTLSConfig is the hub's TLS configuration: its serving certificate,
-// and the CA in caFile as ClientCAs.
+// and the CA in caFile as ClientCAs. A hub that verifies agents against a
+// bundle of their own (its --agent-ca-file) replaces ClientCAs with that
+// pool (LoadCertPool).
 //
 // It asks clients for a certificate but lets the handshake finish without
 // one, or with one from another CA (tls.RequestClientCert). That is on
 // purpose: the sync server verifies the chain itself against ClientCAs (see
-// VerifyAgent) so it can refuse a stranger with an UNAUTHENTICATED status
-// that says what is wrong, where a failed handshake only tells the agent
-// "bad certificate"; and health probes can connect without a client
-// certificate. A server that does not verify peers itself must set
-// ClientAuth to tls.RequireAndVerifyClientCert.
+// VerifyAgent), on every RPC, so it can refuse a stranger with an
+// UNAUTHENTICATED status that says what is wrong, where a failed handshake
+// only tells the agent "bad certificate". A server that does not verify
+// peers itself must set ClientAuth to tls.RequireAndVerifyClientCert.
 func ServerTLSConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
 	kp, err := LoadKeyPair(certFile, keyFile)
 	if err != nil {
@@ -521,9 +608,100 @@ func ClientTLSConfig(certFile, keyFile, caFile, serverName string) (*tls.Config,
 		return nil, err
 	}
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{kp.TLSCertificate()},
-		RootCAs:      pool,
-		ServerName:   serverName,
+		MinVersion:           tls.VersionTLS13,
+		Certificates:         []tls.Certificate{kp.TLSCertificate()},
+		GetClientCertificate: reloadingClientCertificate(certFile, keyFile, kp),
+		RootCAs:              pool,
+		ServerName:           serverName,
 	}, nil
+}
+
+// reloadingClientCertificate presents the certificate in certFile and
+// keyFile as they are at each handshake. The agent dials a new connection
+// for every stream, so a renewed certificate written over the old one is
+// used from the next connection on, without a restart: this is how an
+// agent whose certificate expired (and whose stream the hub ended then)
+// comes back. Files that cannot be read, do not hold a matching pair, or
+// name another cluster than the certificate the configuration was made
+// with (Certificates, which the agent's cluster was read from) leave the
+// last good certificate in place.
+func reloadingClientCertificate(certFile, keyFile string, first *KeyPair) func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	cluster, _ := ClusterFromCertificate(first.Cert)
+	var mu sync.Mutex
+	current := first.TLSCertificate()
+	return func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if next, err := LoadKeyPair(certFile, keyFile); err == nil {
+			if name, err := ClusterFromCertificate(next.Cert); err == nil && name == cluster {
+				current = next.TLSCertificate()
+			}
+		}
+		c := current
+		return &c, nil
+	}
+}
+
+// DynamicClientTLSConfig is an agent's TLS configuration whose client
+// certificate and trusted hub CAs are asked for at every handshake:
+// getCert returns the certificate to present (an empty one presents
+// none), roots the CAs the hub's serving certificate must chain to. An
+// agent whose identity lives in a Secret builds its configuration before
+// it holds a certificate (it joins later) and swaps the certificate when
+// it renews it; the sync client dials a new connection for every stream,
+// so the next stream presents the newest certificate while an open one
+// keeps going.
+//
+// crypto/tls verifies the server against a fixed RootCAs, so the chain is
+// verified in VerifyConnection instead (VerifyServer), with the checks
+// crypto/tls would make: the chain, the server name and the server-auth
+// usage. serverName is the name (or IP address) the hub's certificate
+// must carry; empty means the SNI sent, which is the host dialled when
+// that is a DNS name, and nothing (a refused handshake) for an IP address.
+func DynamicClientTLSConfig(getCert func(*tls.CertificateRequestInfo) (*tls.Certificate, error), roots func() *x509.CertPool, serverName string) *tls.Config {
+	return &tls.Config{
+		MinVersion:           tls.VersionTLS13,
+		GetClientCertificate: getCert,
+		ServerName:           serverName,
+		// Not insecure: VerifyConnection runs on every handshake and
+		// fails it unless the chain verifies against roots().
+		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection.
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			// cs.ServerName is the SNI sent, which is empty for an IP
+			// address: the name asked for is the one to check.
+			name := serverName
+			if name == "" {
+				name = cs.ServerName
+			}
+			return VerifyServer(cs.PeerCertificates, roots(), name)
+		},
+	}
+}
+
+// VerifyServer checks that chain (leaf first, as TLS presents it) is a
+// serving certificate for serverName issued by one of roots. A nil or
+// empty roots trusts nothing.
+func VerifyServer(chain []*x509.Certificate, roots *x509.CertPool, serverName string) error {
+	if len(chain) == 0 {
+		return errors.New("the hub presented no certificate")
+	}
+	if roots == nil {
+		return errors.New("no hub CA is known yet to verify the hub's certificate against")
+	}
+	if serverName == "" {
+		return errors.New("no server name to verify the hub's certificate for")
+	}
+	intermediates := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		intermediates.AddCert(c)
+	}
+	if _, err := chain[0].Verify(x509.VerifyOptions{
+		Roots:         roots,
+		Intermediates: intermediates,
+		DNSName:       serverName,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return fmt.Errorf("the hub's certificate %q is not trusted: %w", chain[0].Subject.CommonName, err)
+	}
+	return nil
 }

@@ -311,3 +311,78 @@ func FuzzParseClusterURI(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyAgentChainExpiry checks that VerifyAgentChain says until when
+// the chain holds (the leaf's NotAfter here, since a leaf never outlives
+// its CA), and refuses the chain after that.
+func TestVerifyAgentChainExpiry(t *testing.T) {
+	ca, err := NewCA("test-ca", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := ca.IssueAgent("east-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	cluster, notAfter, err := VerifyAgentChain([]*x509.Certificate{agent.Cert}, roots, time.Now())
+	if err != nil || cluster != "east-1" || !notAfter.Equal(agent.Cert.NotAfter) {
+		t.Fatalf("VerifyAgentChain = %q, %s, %v; want east-1, %s", cluster, notAfter, err, agent.Cert.NotAfter)
+	}
+	if _, _, err := VerifyAgentChain([]*x509.Certificate{agent.Cert}, roots, agent.Cert.NotAfter.Add(time.Second)); err == nil {
+		t.Error("an expired agent certificate was accepted")
+	}
+}
+
+// TestClientTLSConfigReloads checks that an agent's TLS configuration
+// presents the certificate in its files as they are at each handshake,
+// and keeps the last good one when the files hold garbage or another
+// cluster's certificate.
+func TestClientTLSConfigReloads(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := EnsureCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, AgentCertFile("east")), filepath.Join(dir, AgentKeyFile("east"))
+	write := func(cluster string) *KeyPair {
+		kp, err := ca.IssueAgent(cluster, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kp.WriteFiles(certFile, keyFile); err != nil {
+			t.Fatal(err)
+		}
+		return kp
+	}
+	first := write("east")
+	cfg, err := ClientTLSConfig(certFile, keyFile, filepath.Join(dir, CACertFile), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	presented := func() *x509.Certificate {
+		c, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Leaf
+	}
+	if !presented().Equal(first.Cert) {
+		t.Fatal("the first certificate is not the one presented")
+	}
+	renewed := write("east")
+	if !presented().Equal(renewed.Cert) {
+		t.Error("the renewed certificate in the files is not presented")
+	}
+	write("west")
+	if !presented().Equal(renewed.Cert) {
+		t.Error("another cluster's certificate replaced the agent's")
+	}
+	if err := os.WriteFile(certFile, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !presented().Equal(renewed.Cert) {
+		t.Error("unreadable files replaced the last good certificate")
+	}
+}

@@ -143,3 +143,26 @@ func terms(p *v1alpha1.Placement) ([]term, error) {
 	}
 	return out, nil
 }
+
+// FilterAcceptance: the MemberCluster is not Accepted (it joined and waits
+// for `kubectl flotilla accept`, or it was denied). It is a ClusterReason
+// Filter like those in types.go, kept here beside its check.
+const FilterAcceptance = "Acceptance"
+
+// accepted says whether mc may take replicas at all as far as the hub's
+// double opt-in goes and, when it may not, why. A member that is not
+// Accepted has no certificate and no stream, so replicas placed there
+// would never run; unlike a NoSchedule taint it keeps nothing either,
+// since a Denied member's agent is cut off.
+func accepted(mc *v1alpha1.MemberCluster) (bool, string) {
+	if mc.IsAccepted() {
+		return true, ""
+	}
+	switch mc.Spec.Acceptance {
+	case v1alpha1.AcceptancePending:
+		return false, "not Accepted: Pending (kubectl flotilla accept " + mc.Name + ")"
+	case v1alpha1.AcceptanceDenied:
+		return false, "not Accepted: Denied"
+	}
+	return false, "not Accepted: " + string(mc.Spec.Acceptance)
+}

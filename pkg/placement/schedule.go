@@ -305,6 +305,10 @@ func (s *scheduler) candidates(t term) (outcome, []candidate) {
 	cands := make([]candidate, 0, len(s.clusters))
 	for i := range s.clusters {
 		c := &s.clusters[i]
+		if ok, why := accepted(c.mc); !ok {
+			o.filter(c, FilterAcceptance, why)
+			continue
+		}
 		if ok, why := t.aff.match(c.mc); !ok {
 			o.filter(c, FilterClusterAffinity, why)
 			continue

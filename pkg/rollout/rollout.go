@@ -169,8 +169,15 @@ func scaled(v intstr.IntOrString, total int) int {
 // target clusters with their Works and now in; the new status, the revision
 // each cluster renders and what happened out. Every piece of state lives in
 // the returned status, so a new hub continues where the old one stood.
-func Step(prev *flotillav1.RolloutStatus, spec *flotillav1.MyAppSpec, targets []Target, now time.Time) Result {
+//
+// key is the hub's revision key: the desired revision's template is signed
+// with it, and a template in prev whose digest does not verify (written by
+// someone else into status, or by a hub with another key) is dropped before
+// anything renders it, with a warning event; clusters on it move to the
+// current revision, as when a template is missing.
+func Step(prev *flotillav1.RolloutStatus, spec *flotillav1.MyAppSpec, targets []Target, now time.Time, key []byte) Result {
 	desired := Revision(spec)
+	Sign(&desired, key)
 	pol := policyOf(spec)
 	res := Result{Revisions: map[string]*flotillav1.RevisionTemplate{}}
 	byName := map[string]*Target{}
@@ -189,6 +196,7 @@ func Step(prev *flotillav1.RolloutStatus, spec *flotillav1.MyAppSpec, targets []
 		}
 	} else {
 		st = prev.DeepCopy()
+		st.Revisions = res.verified(st.Revisions, key)
 	}
 	templates := map[string]*flotillav1.RevisionTemplate{}
 	for i := range st.Revisions {
@@ -595,4 +603,19 @@ func clusterUpdated(t *Target, revision string) (ok bool, failMsg, progress stri
 	progress = fmt.Sprintf("%d/%d replicas updated, %d available, %d ready", wl.UpdatedReplicas, t.Assigned, wl.AvailableReplicas, wl.ReadyReplicas)
 	ok = wl.Replicas == t.Assigned && wl.UpdatedReplicas == t.Assigned && wl.AvailableReplicas == t.Assigned && wl.ReadyReplicas == t.Assigned
 	return ok, "", progress
+}
+
+// verified returns the templates of revisions whose digest verifies under
+// key, and records a warning event for each one it drops.
+func (r *Result) verified(revisions []flotillav1.RevisionTemplate, key []byte) []flotillav1.RevisionTemplate {
+	kept := revisions[:0:0]
+	for i := range revisions {
+		if Verify(&revisions[i], key) {
+			kept = append(kept, revisions[i])
+			continue
+		}
+		r.Events = append(r.Events, Event{corev1.EventTypeWarning, flotillav1.ReasonRevisionRejected,
+			fmt.Sprintf("ignored revision template %q in status: its digest does not verify under this hub's revision key (written by someone else, or by a hub with another key); clusters on it move to the current revision", revisions[i].Name)})
+	}
+	return kept
 }

@@ -35,8 +35,14 @@ func progressiveSpec(image string, opts ...func(*flotillav1.ProgressiveRollout))
 // rev is the revision name of image.
 func rev(image string) string { return Revision(&flotillav1.MyAppSpec{Image: image}).Name }
 
+// testKey is the revision key the tests sign with.
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+// tmpl is image's revision template, signed with testKey.
 func tmpl(image string) flotillav1.RevisionTemplate {
-	return Revision(&flotillav1.MyAppSpec{Image: image})
+	rt := Revision(&flotillav1.MyAppSpec{Image: image})
+	Sign(&rt, testKey)
+	return rt
 }
 
 // cstat is a cluster's rollout entry; started is how long ago it started.
@@ -243,7 +249,7 @@ func TestProgressiveRollout(t *testing.T) {
 			if tt.prev != nil {
 				before = tt.prev.DeepCopy()
 			}
-			res := Step(tt.prev, tt.spec, tt.targets, t0)
+			res := Step(tt.prev, tt.spec, tt.targets, t0, testKey)
 			if tt.prev != nil && !equalRollout(before, tt.prev) {
 				t.Errorf("the previous status was modified")
 			}

@@ -66,7 +66,7 @@ func TestRolloutAtZeroCompletesAtOnce(t *testing.T) {
 		wantPhase: flotillav1.RolloutPhaseProgressing, wantCurrent: "v1",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Step(tc.prev, tc.spec, tc.targets, t0)
+			res := Step(tc.prev, tc.spec, tc.targets, t0, testKey)
 			st := res.Status
 			if st.Phase != tc.wantPhase || st.CurrentRevision != rev(tc.wantCurrent) {
 				t.Fatalf("phase %s current %s (%s), want %s current %s", st.Phase, st.CurrentRevision, st.Message, tc.wantPhase, rev(tc.wantCurrent))

@@ -15,11 +15,70 @@
 //
 // Both sides authenticate with mutual TLS. An agent's cluster is the one
 // named by the URI SAN flotilla://cluster/<name> of its client
-// certificate, never by a message field. The hub refuses a stream with
-// UNAUTHENTICATED when the certificate is missing, from another CA or names
-// no cluster, and with PERMISSION_DENIED when no MemberCluster has that
-// name or when the agent reports on a Work outside its cluster's namespace
+// certificate, never by a message field. The hub checks the certificate
+// in gRPC interceptors, for every RPC (the health service's too), and
+// hands the handlers the proved identity (server.Identity: cluster, URI,
+// SHA-256 fingerprint, expiry) in the context. It refuses with
+// UNAUTHENTICATED when the certificate is missing, expired, from another
+// CA or names no cluster, and with PERMISSION_DENIED when its fingerprint
+// is revoked, when no MemberCluster has that name, or when the agent
+// reports on a Work outside its cluster's namespace
 // (flotilla-cluster-<name>). Each refusal says what to fix.
+//
+// Agent certificates are verified against the hub's agent CA bundle:
+// --agent-ca-file when set, else ca.crt in --cert-dir, the CA that also
+// issued the hub's serving certificate (one CA for everything, as
+// flotilla-pki and the testbed set it up). A separate bundle lets an
+// admin rotate or restrict the agents' CA without touching the serving
+// certificate, and keeps a certificate the serving CA issues for
+// another purpose from passing as an agent.
+//
+// A stream ends while it runs, with a status that says why, when:
+//
+//   - its client certificate (or a CA of its chain) expires: the
+//     interceptor gives the stream's context a deadline at NotAfter
+//     (UNAUTHENTICATED, "expired at ..."). The agent reads its
+//     certificate files at every connection, so once a renewed
+//     certificate is written over the old one it comes back on its next
+//     attempt; until then it is refused and retries with backoff;
+//   - its MemberCluster is gone (PERMISSION_DENIED, "was deleted"). A
+//     MemberCluster being deleted keeps its stream while it drains (the
+//     agent deletes or releases its Works); once the drain finalizer is
+//     removed and the object is gone, the hub's MemberCluster informer
+//     calls Server.ClusterChanged and the stream ends at once;
+//   - its certificate's fingerprint (SHA-256 of the DER, lower-case hex)
+//     is added to the MemberCluster's spec.revokedCertificates
+//     (PERMISSION_DENIED, "revoked"), through the same ClusterChanged.
+//     Every later RPC with that certificate is refused the same way.
+//
+// The hub learns of these through server.ClusterRegistry and its
+// optional RevocationChecker, which it backs with the MemberCluster
+// cache. The MemberCluster's Connected condition then shows the reason,
+// as for every disconnect.
+//
+// # Connections
+//
+// What a peer that is not an agent can cost the hub is bounded:
+//
+//   - a connection that has not proved an agent certificate in an RPC
+//     (one in its TLS handshake, or one that finished it without a
+//     certificate the hub accepts) is closed --sync-handshake-timeout
+//     (10s) after it was accepted, and at most
+//     --sync-max-pending-connections (256) of them are open: one more
+//     closes the oldest, so a flood cannot lock agents out (an agent
+//     proves itself within milliseconds) and Accept never waits;
+//   - a connection carries at most --sync-max-streams-per-connection (4)
+//     RPCs at a time; an agent needs one Sync stream (it dials a new
+//     connection for every stream) and maybe a health check;
+//   - a connection with no RPC for --sync-max-connection-idle (5m) is
+//     closed;
+//   - after --sync-max-connection-age (24h, plus gRPC's jitter of up to
+//     10%) the hub sends GOAWAY. The stream goes on for
+//     --sync-max-connection-age-grace (10m) and then ends with
+//     UNAVAILABLE; the agent reconnects at once with a new handshake, and
+//     its hello makes the snapshot send only what changed. So a handshake
+//     is trusted for a day at most, at the price of one cheap resync per
+//     agent per day. Expiry, revocation and deletion do not wait for it.
 //
 // # The stream
 //
@@ -189,11 +248,69 @@
 // heartbeats travel the other way the same way: the agent coalesces reports
 // per Work, and a hub sink that is slow holds up only that agent's stream.
 //
-// Every message is bounded by a maximum size (16 MiB by default, both
-// ways). Keepalive pings on both sides notice a vanished peer; the hub
+// Every message is bounded by a maximum size: 16 MiB from the hub, which
+// sends whole Works, and 1 MiB from an agent (see Bounded input). Keepalive pings on both sides notice a vanished peer; the hub
 // enforces a minimum ping interval. The hub serves the gRPC health service
-// (for "" and flotilla.sync.v1.Sync), which needs no client certificate so
-// that probes can use it.
+// (for "" and flotilla.sync.v1.Sync) to agents only: like every RPC it
+// needs an agent certificate. Kubernetes probes use the hub's HTTP
+// /healthz and /readyz (--health-probe-bind-address) instead.
+//
+// # Bounded input
+//
+// A member can be compromised; its agent's certificate then speaks for
+// whoever holds it. What it can make the hub do is bounded, so that one
+// member cannot take the hub's memory, its apiserver budget or other
+// members' heartbeats (server.Config, the hub's flags in brackets):
+//
+//   - Size. A message from an agent larger than MaxRecvMessageBytes (1 MiB,
+//     --sync-max-recv-message-bytes) ends its stream with
+//     RESOURCE_EXHAUSTED before the hub reads it. An honest agent's largest
+//     message is its hello, about 100 bytes per Work it holds: members of
+//     more than some 10,000 Works need a higher limit.
+//   - Status contents. Before a report reaches the StatusSink, the server
+//     reads the Work from its source and keeps only what the agent may say
+//     about it (clampStatus, pure): a report on a Work the hub does not
+//     have, or on a generation it never had, is dropped; conditions only of
+//     the types the agent owns (Applied, Available, Progressing, Degraded:
+//     an allow-list), each once, valid for metav1.Condition, with a reason
+//     the hub does not own (a deny-list of the hub's scheduling, rollout,
+//     failover, health and prune reasons: the agent passes on reasons it
+//     does not choose, such as a container's ImagePullBackOff), messages cut
+//     to 1,024 bytes; manifests only of the Work's own objects, each once;
+//     replica counts, for a Deployment only, clamped into [0, replicas +
+//     maxSurge], the most pods a rolling update of the Work's Deployment
+//     runs (25% rounded up by default, none for Recreate); generations
+//     not below 0 and conditions' observedGeneration not above the Work's.
+//     Counts are clamped one by one, not made consistent with each other.
+//     What is cut is counted in
+//     flotilla_sync_status_clamped_total{cluster, what} and never ends the
+//     stream; a report that does not decode still does (Malformed input).
+//     The Work CRD's status schema has matching maxItems, maxLength and
+//     minimum bounds, so even a write that bypasses the server is refused.
+//   - Status rate. Each stream takes StatusBurst reports at once, then
+//     StatusRate per second (1,000 and 50, --member-status-burst and
+//     --member-status-rate). A report beyond them is not decoded: it
+//     waits in the stream's backlog, the latest per Work replacing the
+//     one waiting (its place kept), oldest Work first, at most
+//     StatusBacklogBytes (8 MiB, --member-status-buffer-bytes) of them; a
+//     report that does not fit is dropped and counted (what
+//     rate_backlog_full). The handler takes waiting reports between the
+//     messages it receives, at most 64 at a time, so heartbeats never wait
+//     behind a member's own status flood, and other members have their
+//     own streams and goroutines.
+//   - Connects. Each cluster may open ConnectBurst streams at once, then
+//     ConnectRate per second (10 and 1, --member-connect-burst and
+//     --member-connect-rate); more are refused with RESOURCE_EXHAUSTED
+//     before any snapshot work, counted in
+//     flotilla_sync_connects_limited_total{cluster}. The agent's backoff
+//     (0.5 to 5 seconds) stays below the rate.
+//
+// The hub's status writer (hub/internal/syncbridge) bounds the rest: its
+// pending reports are coalesced per Work and bounded in bytes per cluster
+// (the same --member-status-buffer-bytes; a report past it is dropped and
+// counted), and a write the apiserver refuses with a 4xx other than a
+// conflict or throttling is dropped and counted, not retried forever
+// (flotilla_work_status_dropped_total{cluster, what}).
 //
 // # Malformed input
 //

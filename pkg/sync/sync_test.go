@@ -383,7 +383,7 @@ func TestRefusals(t *testing.T) {
 	})
 	t.Run("no client certificate", func(t *testing.T) {
 		cfg := p.ClientTLS(t, "east")
-		cfg.Certificates = nil
+		cfg.Certificates, cfg.GetClientCertificate = nil, nil
 		err := refusedWith(t, hub.Addr, cfg)
 		wantCode(t, err, codes.Unauthenticated, "no client certificate")
 	})
@@ -417,10 +417,23 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("east holds %v, want only e-0", held)
 		}
 	})
-	t.Run("health needs no client certificate", func(t *testing.T) {
+	t.Run("health needs a client certificate", func(t *testing.T) {
 		cfg := p.ClientTLS(t, "east")
-		cfg.Certificates = nil
+		cfg.Certificates, cfg.GetClientCertificate = nil, nil
 		conn := synctest.Dial(t, hub.Addr, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		hc := healthpb.NewHealthClient(conn)
+		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: syncv1.Sync_ServiceDesc.ServiceName})
+		wantCode(t, err, codes.Unauthenticated, "no client certificate")
+		watch, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil {
+			_, err = watch.Recv()
+		}
+		wantCode(t, err, codes.Unauthenticated, "no client certificate")
+	})
+	t.Run("health answers an agent", func(t *testing.T) {
+		conn := synctest.Dial(t, hub.Addr, p.ClientTLS(t, "east"))
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: syncv1.Sync_ServiceDesc.ServiceName})

@@ -5,7 +5,9 @@
 //
 //   - propagation: a MyApp Duplicated to every member is created on the hub
 //     until its Deployment exists in every member, and until every replica
-//     is ready there;
+//     is ready there; and per member until its Deployment exists, with the
+//     members in Push mode (-push-members, member-3 by default: no agent,
+//     the hub applies their Works) set against those in Pull mode;
 //   - status: the last member Deployment ready until the MyApp's status says
 //     so;
 //   - spec change: an image update on the hub until every member's
@@ -82,6 +84,7 @@ type options struct {
 	timeout      time.Duration
 	quietLoad    float64
 	quietWait    time.Duration
+	pushMembers  []string
 }
 
 func main() {
@@ -98,7 +101,13 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 90*time.Second, "how long one step may take before the benchmark gives up")
 	flag.Float64Var(&o.quietLoad, "quiet-load", 1.5, "before each phase, wait until the 1-minute load average is below this (0: do not wait)")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "the longest wait for -quiet-load before a phase starts anyway")
+	push := flag.String("push-members", "member-3", "comma-separated members in Push mode (no agent: the hub applies their Works); empty for an all-pull fleet")
 	flag.Parse()
+	for _, m := range strings.Split(*push, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			o.pushMembers = append(o.pushMembers, m)
+		}
+	}
 	if o.runs < 0 || o.failoverRuns < 0 || o.zeroRuns < 0 || o.members < 2 {
 		fmt.Fprintln(os.Stderr, "bench: -runs, -failover-runs and -zero-runs must be at least 0 and -members at least 2")
 		os.Exit(2)
@@ -126,6 +135,9 @@ type bench struct {
 
 	// The figures.
 	prop, propReady, status, spec, failRaw, failNet, direct, directReady series
+	// Propagation to each member (MyApp created -> its Deployment exists),
+	// by member name.
+	propMember map[string]*series
 	// Where propagation's time goes.
 	worksSeen, worksWritten, beforeWrite, workToDeploy, lastWorkToLastDeploy, queueWait, sendLatency series
 	// How many Works-written observations each counted run had.
@@ -192,6 +204,7 @@ func run(ctx context.Context, o options) (err error) {
 		CRDDir:         filepath.Join(src, "deploy", "hub", "crds"),
 		Members:        testbed.DefaultMembers(o.members),
 		HeartbeatGrace: o.grace,
+		PushMembers:    o.pushMembers,
 		Progress:       progressWriter{},
 	})
 	if err != nil {
@@ -204,7 +217,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}()
 
-	b := &bench{opts: o, f: f, obs: newObserver(), members: f.MemberNames(), writesPerRun: map[int]int{}}
+	b := &bench{opts: o, f: f, obs: newObserver(), members: f.MemberNames(), writesPerRun: map[int]int{}, propMember: map[string]*series{}}
 	b.names()
 	if err := b.prepare(ctx); err != nil {
 		return err
@@ -242,6 +255,9 @@ func (b *bench) names() {
 	b.failNet.name = fmt.Sprintf("failover minus heartbeat grace (%s) and toleration (%d s)", b.opts.grace, b.opts.toleration)
 	b.direct.name = fmt.Sprintf("floor: %d Deployments created directly (parallel) -> exist in all %d members", n, n)
 	b.directReady.name = fmt.Sprintf("floor: created directly -> %d/%d ready in all %d members", replicasPerMember, replicasPerMember, n)
+	for _, m := range b.members {
+		b.propMember[m] = &series{name: fmt.Sprintf("propagation to %s (%s): MyApp created -> its Deployment exists", m, b.f.SyncMode(m))}
+	}
 
 	b.zeroDown.name = fmt.Sprintf("scale to zero: replicas %d -> 0 on the hub -> the same Deployments at 0 in all %d members", replicasPerMember*n, n)
 	b.zeroDownStatus.name = "scale to zero: replicas -> 0 on the hub -> MyApp Ready (ScaledToZero, 0/0)"

@@ -179,11 +179,13 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 	}
 
 	var perMember []time.Duration
+	toMember := map[string]time.Duration{}
 	var lastWork, lastDeploy time.Time
 	b.obs.read(func() {
 		for _, m := range b.members {
 			ws, ds := b.obs.workSeen[m+"/"+workName], b.obs.deploySeen[m+"/"+name]
 			perMember = append(perMember, ds.Sub(ws))
+			toMember[m] = ds.Sub(t0)
 			if ws.After(lastWork) {
 				lastWork = ws
 			}
@@ -224,6 +226,9 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 		}
 		for _, d := range perMember {
 			b.workToDeploy.add(d)
+		}
+		for m, d := range toMember {
+			b.propMember[m].add(d)
 		}
 		b.lastWorkToLastDeploy.add(lastDeploy.Sub(lastWork))
 		if queuedN > 0 {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/fleet"
 )
 
@@ -204,6 +205,23 @@ func (m metrics) delta(before metrics, name string) (sum float64, count int) {
 	return m[name+"_sum"] - before[name+"_sum"], int(m[name+"_count"] - before[name+"_count"])
 }
 
+// pushVsPull is the report's "push vs pull" line: the p50 (and p99) of the
+// Push members' propagation samples against the Pull members', each
+// pooled over its members; "" unless both modes have samples.
+func pushVsPull(push, pull []time.Duration) string {
+	if len(push) == 0 || len(pull) == 0 {
+		return ""
+	}
+	p50, l50 := percentile(push, 50), percentile(pull, 50)
+	diff := p50 - l50
+	sign := "+"
+	if diff < 0 {
+		sign, diff = "-", -diff
+	}
+	return fmt.Sprintf("push vs pull: propagation p50 %s to the Push members against %s to the Pull members (%s%s, %.2fx); p99 %s against %s; %d and %d samples",
+		ms(p50), ms(l50), sign, ms(diff), float64(p50)/float64(l50), ms(percentile(push, 99)), ms(percentile(pull, 99)), len(push), len(pull))
+}
+
 // report renders the markdown report.
 func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) string {
 	var s strings.Builder
@@ -214,6 +232,9 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 	fmt.Fprintf(&s, "- started %s, took %s; load average (1, 5, 15 min) at start %s, at end %s; %s\n",
 		mach.started.UTC().Format(time.RFC3339), time.Since(mach.started).Round(time.Second), loadStart, loadEnd, b.load.summary())
 	fmt.Fprintf(&s, "- testbed: real etcd, kube-apiserver, controller-manager, scheduler and kwok per cluster; hub and one agent per member as processes; hub --heartbeat-grace %s, agent heartbeat 1s\n", b.opts.grace)
+	if push := b.f.PushMemberNames(); len(push) > 0 {
+		fmt.Fprintf(&s, "- sync modes: %s in Push mode (no agent: the hub applies their Works through their kubeconfig), the others in Pull mode\n", strings.Join(push, ", "))
+	}
 	fmt.Fprintf(&s, "- MyApp: Duplicated, %d replicas in each member, a fresh MyApp per run; the failover MyApp: Divided, static weights 1:...:1 of %d, tolerationSeconds %d, failback window 1 s\n",
 		replicasPerMember, 2*n, b.opts.toleration)
 	fmt.Fprintf(&s, "- each phase starts with one warm-up run that is not counted; percentiles are nearest-rank, so with fewer than 100 runs p99 is the slowest run\n")
@@ -235,6 +256,21 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 		s.WriteString(table([]*series{&b.prop, &b.propReady, &b.status, &b.spec, &b.failRaw, &b.failNet, &b.direct, &b.directReady}))
 	}
 	if len(b.prop.samples) > 0 {
+		s.WriteString("\n### Propagation per member, Push and Pull\n\n")
+		var rows []*series
+		var push, pull []time.Duration
+		for _, m := range b.members {
+			rows = append(rows, b.propMember[m])
+			if b.f.SyncMode(m) == flotillav1.SyncModePush {
+				push = append(push, b.propMember[m].samples...)
+			} else {
+				pull = append(pull, b.propMember[m].samples...)
+			}
+		}
+		s.WriteString(table(rows))
+		if line := pushVsPull(push, pull); line != "" {
+			s.WriteString("\n" + line + "\n")
+		}
 		s.WriteString("\n### Where propagation's time goes\n\n")
 		s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency}))
 	}

@@ -67,10 +67,18 @@ func input(t *testing.T, short string) SpecInput {
 }
 
 // The specs run in this order. The ones that stop a member come last; every
-// spec leaves the fleet as it found it.
+// spec leaves the fleet as it found it. On the testbed the fleet is mixed:
+// -push-members (member-3 by default) run in Push mode, and every spec
+// runs on that fleet; the ones that disturb agents pick a Pull member.
 
-func TestInvalidMyAppRefused(t *testing.T)  { InvalidSpec(t, input(t, "invalid")) }
-func TestDuplicated(t *testing.T)           { DuplicatedSpec(t, input(t, "duplicated")) }
+func TestInvalidMyAppRefused(t *testing.T) { InvalidSpec(t, input(t, "invalid")) }
+
+// TestDuplicated also edits the Deployment of every member by hand (the
+// Push member's too) and sees each edit reverted.
+func TestDuplicated(t *testing.T) {
+	in := input(t, "duplicated")
+	DuplicatedSpec(t, in, in.Members...)
+}
 func TestDividedStaticWeights(t *testing.T) { DividedStaticSpec(t, input(t, "static")) }
 func TestDividedDynamicWeights(t *testing.T) {
 	DynamicWeightsSpec(t, input(t, "dynamic"))
@@ -101,11 +109,22 @@ func TestProgressiveRolloutRollback(t *testing.T) {
 func TestProgressiveRolloutPaused(t *testing.T) {
 	ProgressivePausedSpec(t, input(t, "paused"))
 }
+func TestSyncModeSwitch(t *testing.T)      { SyncModeSwitchSpec(t, input(t, "switch")) }
+func TestBadKubeconfig(t *testing.T)       { BadKubeconfigSpec(t, input(t, "bad-kubeconfig")) }
 func TestAgentLeaderFailover(t *testing.T) { AgentLeaderFailoverSpec(t, input(t, "agent")) }
 func TestAgentPausedLeader(t *testing.T)   { AgentPausedLeaderSpec(t, input(t, "agent-paused")) }
 func TestHubRestart(t *testing.T)          { HubRestartSpec(t, input(t, "hub")) }
-func TestFailover(t *testing.T)            { FailoverSpec(t, input(t, "failover")) }
-func TestFailback(t *testing.T)            { FailbackSpec(t, input(t, "failback")) }
+
+// TestFailover and TestFailback stop the Push member (member-2 in an
+// all-pull fleet); TestMemberLoss keeps the Pull path covered.
+func TestFailover(t *testing.T) {
+	in := input(t, "failover")
+	FailoverSpec(t, in, pushMemberOr(in, in.Members[1]))
+}
+func TestFailback(t *testing.T) {
+	in := input(t, "failback")
+	FailbackSpec(t, in, pushMemberOr(in, in.Members[1]))
+}
 func TestScaleToZeroFailover(t *testing.T) {
 	ScaleToZeroFailoverSpec(t, input(t, "zero-failover"))
 }

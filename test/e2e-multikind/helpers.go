@@ -575,3 +575,34 @@ func leaseHolder(ctx context.Context, c client.Client, namespace, name string) (
 	}
 	return ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.LeaseTransitions, 0), nil
 }
+
+// membersIn lists the spec's members in mode, in order.
+func membersIn(in SpecInput, mode flotillav1.SyncMode) []string {
+	var out []string
+	for _, m := range in.Members {
+		if in.Provider.SyncMode(m) == mode {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// pullMember is the i-th (from 0) member in Pull mode, for specs that
+// kill, pause or restart agents; the spec skips when there is none.
+func pullMember(t *testing.T, in SpecInput, i int) string {
+	t.Helper()
+	pull := membersIn(in, flotillav1.SyncModePull)
+	if len(pull) <= i {
+		t.Skipf("this spec disturbs agents and needs %d members in Pull mode; Pull: %v of %v", i+1, pull, in.Members)
+	}
+	return pull[i]
+}
+
+// pushMemberOr is the first member in Push mode, or fallback in an
+// all-pull fleet.
+func pushMemberOr(in SpecInput, fallback string) string {
+	if push := membersIn(in, flotillav1.SyncModePush); len(push) > 0 {
+		return push[0]
+	}
+	return fallback
+}

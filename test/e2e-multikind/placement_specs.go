@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,13 +47,47 @@ func each(members []string, n int32) map[string]int32 {
 
 // DuplicatedSpec: a Duplicated MyApp of 2 replicas gets one Work per
 // member on the hub, a Deployment with 2 ready replicas in every member,
-// and a Ready status with every cluster Available.
-func DuplicatedSpec(t *testing.T, in SpecInput) {
+// and a Ready status with every cluster Available. Then the Deployment in
+// each of handEdited is edited by hand (replicas and image, by another
+// field manager, as `kubectl edit` would): whoever applies that member's
+// Works (its agent, or the hub for a Push member) reverts the edit on the
+// same object, and the MyApp is Ready again.
+func DuplicatedSpec(t *testing.T, in SpecInput, handEdited ...string) {
+	ctx := context.Background()
 	createMyApp(t, in, newMyApp(in, "web", 2, duplicated()))
 	w := each(in.Members, 2)
 	eventually(t, "one Work per member for MyApp web", convergeTimeout, worksOnlyIn(in, "web", in.Members...))
 	eventually(t, "Deployment web with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(w)))
 	eventually(t, "MyApp web Ready with 2/2 replicas in every member", convergeTimeout, appReady(in, "web", w))
+	if len(handEdited) == 0 {
+		return
+	}
+	before, err := deploymentIDs(ctx, in, "web", handEdited...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const editedImage = "registry.example.com/someone/else:9.9"
+	edit := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/replicas","value":4},`+
+		`{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"`+editedImage+`"}]`))
+	for _, m := range handEdited {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: "web"}}
+		if err := in.Provider.Member(m).Patch(ctx, d, edit, client.FieldOwner("kubectl-edit")); err != nil {
+			t.Fatalf("editing %s's Deployment web by hand: %v", m, err)
+		}
+		if ptr.Deref(d.Spec.Replicas, 0) != 4 || d.Generation == before[m].Generation {
+			t.Fatalf("%s's Deployment web after the hand edit: replicas %d, generation %d (was %d)", m, ptr.Deref(d.Spec.Replicas, 0), d.Generation, before[m].Generation)
+		}
+		t.Logf("edited %s's (syncMode %s) Deployment web by hand: 4 replicas of %s, generation %d", m, in.Provider.SyncMode(m), editedImage, d.Generation)
+	}
+	eventually(t, "the hand edits reverted: 2 ready replicas of "+baseImage+" in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(w)))
+	after, err := deploymentIDs(ctx, in, "web", handEdited...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameUIDs(before, after, false); err != nil {
+		t.Fatalf("reverting the hand edits recreated Deployments: %v", err)
+	}
+	eventually(t, "MyApp web Ready again after the hand edits", convergeTimeout, appReady(in, "web", w))
 }
 
 // DividedStaticSpec: 12 replicas Divided by static weights 1:2:3 are

@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
 
 // ClusterProvider is a running Flotilla: a hub cluster with the hub
@@ -28,6 +30,10 @@ type ClusterProvider interface {
 	MemberNames() []string
 	// Member is an admin client of the member called name.
 	Member(name string) client.Client
+	// SyncMode is how the member receives its Works: Pull (its agents
+	// hold a stream to the hub) or Push (no agent: the hub applies them).
+	// Specs that kill, pause or restart agents pick a Pull member.
+	SyncMode(member string) flotillav1.SyncMode
 
 	// StopMember takes the member's control plane away, as an outage
 	// would: its agent loses its apiserver and stops heartbeating.
@@ -66,6 +72,17 @@ type ClusterProvider interface {
 	Stop() error
 }
 
+// SyncModeSwitcher is a provider that can switch a member between Pull
+// and Push as an admin would (the testbed); the specs that need it skip
+// elsewhere.
+type SyncModeSwitcher interface {
+	// SetSyncMode switches member to mode: to Push, its agents stop, its
+	// kubeconfig Secret is written in the hub's flotilla-system and its
+	// MemberCluster names it; to Pull, its MemberCluster says Pull and
+	// its agents start again. It returns without waiting for the hub.
+	SetSyncMode(ctx context.Context, member string, mode flotillav1.SyncMode) error
+}
+
 // PausedAgent is one agent process that PauseAgent froze: that process,
 // by the PID it had, not whichever process runs under the replica's name
 // later.
@@ -96,7 +113,19 @@ var (
 	artifactsFlag    = flag.String("artifacts", "artifacts", "folder for what failing specs leave behind: objects of every cluster and hub / agent logs (relative paths are relative to test/e2e-multikind)")
 	hubKubeconfig    = flag.String("hub-kubeconfig", "", "kind: kubeconfig of the hub cluster")
 	memberKubeconfig = flag.String("member-kubeconfigs", "", "kind: comma-separated kubeconfigs of the member clusters, in member order")
+	pushMembersFlag  = flag.String("push-members", "member-3", "testbed: comma-separated members in Push mode (no agent; the hub applies their Works); empty for an all-pull fleet")
 )
+
+// pushMembers are the members -push-members names.
+func pushMembers() []string {
+	var out []string
+	for _, m := range strings.Split(*pushMembersFlag, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
 
 // startProvider starts (testbed) or connects to (kind) the clusters named
 // by the flags. artifacts receives logs when starting fails.

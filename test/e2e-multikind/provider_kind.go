@@ -134,6 +134,10 @@ func (p *kindProvider) MemberNames() []string {
 	return out
 }
 
+// SyncMode is Pull for every member: kind/up.sh installs an agent in
+// each (-push-members is for the testbed).
+func (p *kindProvider) SyncMode(string) flotillav1.SyncMode { return flotillav1.SyncModePull }
+
 func (p *kindProvider) member(name string) (*kindMember, error) {
 	for i := range p.members {
 		if p.members[i].name == name {

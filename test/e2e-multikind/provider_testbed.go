@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/fleet"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -32,6 +33,10 @@ type testbedProvider struct {
 	dir string
 	// binDir holds hub and agent binaries the suite built; removed by Stop.
 	binDir string
+	// cli is the path of kubectl-flotilla.
+	cli string
+	// flotillaBin holds the hub, agent and kubectl-flotilla binaries.
+	flotillaBin string
 }
 
 var _ ClusterProvider = &testbedProvider{}
@@ -42,15 +47,44 @@ var _ ClusterProvider = &testbedProvider{}
 // agent replicas per member make the agent leader failover spec possible;
 // the webhook is served so that invalid MyApps are refused as in a real
 // install.
+//
+// The members -push-members names (member-3 by default) run in Push
+// mode: no agent, the hub applies their Works through their kubeconfig,
+// so every spec runs on a mixed fleet.
+//
+// A fourth member cluster starts bare (no agent, no MemberCluster) for the
+// join spec. The rotation spec starts a fleet of its own, two members
+// whose certificates live two minutes (testbedRotation*): in this one,
+// members stopped for longer than a fifth of such a lifetime would come
+// back with an expired certificate, which only a new join replaces.
 const (
-	testbedMembers       = 3
-	testbedAgentReplicas = 2
+	testbedMembers             = 3
+	testbedBareMembers         = 1
+	testbedAgentReplicas       = 2
+	testbedRotationMembers     = 2
+	testbedCertificateLifetime = 2 * time.Minute
 )
+
+// testbedOptions shape one fleet of the testbed provider.
+type testbedOptions struct {
+	members, bare, agentReplicas int
+	lifetime                     time.Duration
+	// flotillaBin reuses the binaries of another provider.
+	flotillaBin string
+	// push are the members in Push mode.
+	push []string
+}
+
+func startTestbed(ctx context.Context, artifacts string) (*testbedProvider, error) {
+	return startTestbedWith(ctx, artifacts, testbedOptions{
+		members: testbedMembers, bare: testbedBareMembers, agentReplicas: testbedAgentReplicas, push: pushMembers(),
+	})
+}
 
 // startTestbed builds the hub and agent (unless $FLOTILLA_BIN has them)
 // and starts the fleet. When that fails, the logs go to
 // artifacts/setup before the temporary folders are removed.
-func startTestbed(ctx context.Context, artifacts string) (_ *testbedProvider, err error) {
+func startTestbedWith(ctx context.Context, artifacts string, o testbedOptions) (_ *testbedProvider, err error) {
 	root, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -65,12 +99,15 @@ func startTestbed(ctx context.Context, artifacts string) (_ *testbedProvider, er
 		}
 	}()
 
-	flotillaBin := os.Getenv("FLOTILLA_BIN")
-	if flotillaBin == "" || !hasFiles(flotillaBin, "hub", "agent") {
+	flotillaBin := o.flotillaBin
+	if flotillaBin == "" {
+		flotillaBin = os.Getenv("FLOTILLA_BIN")
+	}
+	if flotillaBin == "" || !hasFiles(flotillaBin, "hub", "agent", "kubectl-flotilla") {
 		if p.binDir, err = os.MkdirTemp("", "flotilla-e2e-bin-"); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(os.Stderr, "building the hub and agent into %s ...\n", p.binDir)
+		fmt.Fprintf(os.Stderr, "building the hub, the agent and kubectl-flotilla into %s ...\n", p.binDir)
 		if err := fleet.BuildBinaries(root, p.binDir); err != nil {
 			return nil, err
 		}
@@ -80,11 +117,14 @@ func startTestbed(ctx context.Context, artifacts string) (_ *testbedProvider, er
 		return nil, err
 	}
 	p.fleet, err = fleet.Start(ctx, fleet.Config{
-		Dir:            p.dir,
-		FlotillaBinDir: flotillaBin,
-		CRDDir:         filepath.Join(root, "deploy", "hub", "crds"),
-		Members:        testbed.DefaultMembers(testbedMembers),
-		AgentReplicas:  testbedAgentReplicas,
+		Dir:                 p.dir,
+		FlotillaBinDir:      flotillaBin,
+		CRDDir:              filepath.Join(root, "deploy", "hub", "crds"),
+		Members:             testbed.DefaultMembers(o.members + o.bare),
+		BareMembers:         o.bare,
+		AgentReplicas:       o.agentReplicas,
+		CertificateLifetime: o.lifetime,
+		PushMembers:         o.push,
 		// The agents' own default heartbeat interval.
 		HeartbeatInterval: -1,
 		Webhook:           true,
@@ -93,7 +133,38 @@ func startTestbed(ctx context.Context, artifacts string) (_ *testbedProvider, er
 	if err != nil {
 		return nil, fmt.Errorf("starting the testbed fleet (control-plane binaries from %s; `make testbed-bin` builds them): %w", testbed.DefaultBinDir(), err)
 	}
+	p.cli = filepath.Join(flotillaBin, "kubectl-flotilla")
+	p.flotillaBin = flotillaBin
 	return p, nil
+}
+
+var _ Joiner = &testbedProvider{}
+
+func (p *testbedProvider) BareMembers() []string { return p.fleet.BareMemberNames() }
+func (p *testbedProvider) HubKubeconfig() string { return p.fleet.Testbed.Hub.Kubeconfig }
+func (p *testbedProvider) SyncAddress() string   { return p.fleet.SyncAddress() }
+func (p *testbedProvider) CLI() string           { return p.cli }
+func (p *testbedProvider) MemberKubeconfig(name string) string {
+	return p.fleet.Testbed.Member(name).Kubeconfig
+}
+func (p *testbedProvider) StartAgents(_ context.Context, member string) error {
+	return p.fleet.StartAgents(member)
+}
+func (p *testbedProvider) StopAgents(_ context.Context, member string) error {
+	return p.fleet.StopAgents(member)
+}
+
+// startRotationFleet starts, beside the suite's fleet, a fleet of two
+// members whose certificates live testbedCertificateLifetime, with the
+// same binaries; the caller stops it.
+func startRotationFleet(ctx context.Context) (*testbedProvider, error) {
+	p, ok := provider.(*testbedProvider)
+	if !ok {
+		return nil, nil
+	}
+	return startTestbedWith(ctx, artifacts, testbedOptions{
+		members: testbedRotationMembers, agentReplicas: 1, lifetime: testbedCertificateLifetime, flotillaBin: p.flotillaBin,
+	})
 }
 
 func (p *testbedProvider) Name() string                     { return "testbed" }
@@ -101,6 +172,16 @@ func (p *testbedProvider) HubConfig() *rest.Config          { return p.fleet.Hub
 func (p *testbedProvider) Hub() client.Client               { return p.fleet.Hub }
 func (p *testbedProvider) MemberNames() []string            { return p.fleet.MemberNames() }
 func (p *testbedProvider) Member(name string) client.Client { return p.fleet.Member(name) }
+
+func (p *testbedProvider) SyncMode(member string) flotillav1.SyncMode {
+	return p.fleet.SyncMode(member)
+}
+
+var _ SyncModeSwitcher = &testbedProvider{}
+
+func (p *testbedProvider) SetSyncMode(ctx context.Context, member string, mode flotillav1.SyncMode) error {
+	return p.fleet.SetSyncMode(ctx, member, mode)
+}
 
 func (p *testbedProvider) StopMember(_ context.Context, name string) error {
 	return p.fleet.StopMember(name)

@@ -38,7 +38,7 @@ import (
 // heartbeat grace: no member turns not Ready, nothing is evicted.
 func AgentLeaderFailoverSpec(t *testing.T, in SpecInput) {
 	ctx := context.Background()
-	member := in.Members[0]
+	member := pullMember(t, in, 0)
 	mcClient := in.Provider.Member(member)
 	app := newMyApp(in, "web", 2, duplicated())
 	createMyApp(t, in, app)
@@ -160,7 +160,7 @@ func forceFinalizeWork(t *testing.T, in SpecInput, cluster string, uid types.UID
 // stalled node or a stop-the-world pause would freeze it) and resumes after
 // another replica took its Lease deletes nothing in its member. Before
 // each batch of deletions the agent reads its Lease live and deletes only
-// while it holds it (the fence, agent/setup's leaseFence).
+// while it holds it (the fence, pkg/leader's Fence).
 //
 // The scenario hands the old leader a deletion that is stale by the time
 // it runs, aimed at an object the new leader keeps. With both of member-1's
@@ -184,7 +184,7 @@ func forceFinalizeWork(t *testing.T, in SpecInput, cluster string, uid types.UID
 // a scale.
 func AgentPausedLeaderSpec(t *testing.T, in SpecInput) {
 	ctx := context.Background()
-	member := in.Members[0]
+	member := pullMember(t, in, 0)
 	mcClient := in.Provider.Member(member)
 	// The replica to pause must be the Lease holder, whose identity is
 	// <instance>_<uuid>: an old leader that has not yet noticed it lost
@@ -692,17 +692,19 @@ func without(list []string, name string) []string {
 	return slices.DeleteFunc(slices.Clone(list), func(s string) bool { return s == name })
 }
 
-// FailoverSpec: with member-2's control plane stopped, its agent closes
-// its stream, the hub marks it not Ready and taints it unreachable, and
-// after the MyApp's 2s toleration its replicas are placed on, and run
-// Ready in, the other members, whose Deployments (and Works) are the same
-// objects as before; the MyApp records member-2 as evicted. Failback is
-// off here: when member-2 comes back its agent removes the Deployment the
-// hub no longer wants there, and nothing moves back.
-func FailoverSpec(t *testing.T, in SpecInput) {
+// FailoverSpec: with lost's control plane stopped (a Pull member's agent
+// closes its stream; a Push member's apiserver stops answering the hub),
+// the hub marks it not Ready and taints it unreachable, and after the
+// MyApp's 2s toleration its replicas are placed on, and run Ready in, the
+// other members, whose Deployments (and Works) are the same objects as
+// before; the MyApp records lost as evicted. Failback is off here: when
+// lost comes back its agent, or the hub, removes the Deployment the hub no
+// longer wants there, and nothing moves back.
+func FailoverSpec(t *testing.T, in SpecInput, lost string) {
 	requireMembers(t, in, 3)
 	ctx := context.Background()
-	lost, others := in.Members[1], without(in.Members, in.Members[1])
+	others := without(in.Members, lost)
+	t.Logf("stopping %s (syncMode %s)", lost, in.Provider.SyncMode(lost))
 	createMyApp(t, in, failoverApp(in, false))
 	even := each(in.Members, 2)
 	eventually(t, "Deployments with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(even)))
@@ -722,7 +724,7 @@ func FailoverSpec(t *testing.T, in SpecInput) {
 	checkKept(t, in, deps, works, others)
 
 	restart()
-	eventually(t, lost+" back without the Deployment it lost (its agent prunes what the hub no longer wants there)", convergeTimeout, deploymentsRolledOut(in, "web", want(each(others, 3))))
+	eventually(t, lost+" back without the Deployment it lost (its agent, or the hub, prunes what the hub no longer wants there)", convergeTimeout, deploymentsRolledOut(in, "web", want(each(others, 3))))
 	consistently(t, "nothing failing back with failback disabled", 2*failbackWindow*time.Second, placementIs(in, "web", each(others, 3)))
 }
 
@@ -747,16 +749,17 @@ func checkKept(t *testing.T, in SpecInput, deps, works map[string]objectID, othe
 	}
 }
 
-// FailbackSpec: member-2 is lost and its replicas fail over as in
+// FailbackSpec: lost is lost and its replicas fail over as in
 // FailoverSpec; when its control plane is started again and it has been
 // Ready for the 5s stabilization window, its replicas return (2/2/2 ready
 // again) in exactly one placement change, not before the window, and
 // nothing else churns: the other members' Deployments and Works are the
 // objects they were before the failover.
-func FailbackSpec(t *testing.T, in SpecInput) {
+func FailbackSpec(t *testing.T, in SpecInput, lost string) {
 	requireMembers(t, in, 3)
 	ctx := context.Background()
-	lost, others := in.Members[1], without(in.Members, in.Members[1])
+	others := without(in.Members, lost)
+	t.Logf("stopping %s (syncMode %s)", lost, in.Provider.SyncMode(lost))
 	createMyApp(t, in, failoverApp(in, true))
 	even := each(in.Members, 2)
 	eventually(t, "Deployments with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(even)))

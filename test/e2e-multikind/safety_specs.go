@@ -140,7 +140,7 @@ func noEviction(t *testing.T, what string, health *healthRecorder, placements *p
 // Deployment is the same object; a scale then reaches it.
 func AgentRestartSpec(t *testing.T, in SpecInput) {
 	ctx := context.Background()
-	member := in.Members[0]
+	member := pullMember(t, in, 0)
 	app := newMyApp(in, "web", 2, duplicated())
 	createMyApp(t, in, app)
 	eventually(t, "Deployment web with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(each(in.Members, 2))))
@@ -230,7 +230,8 @@ func hubStatus(ctx context.Context, in SpecInput) (map[string]string, error) {
 // neither is tainted and nothing moves (the placement stays 2/2/2 well
 // past the grace period and the default toleration); the hub status
 // ConfigMap, an event and flotilla_partition_brake_active say so. When
-// the members return the brake releases.
+// the members return the brake releases, and their Deployments are the
+// objects they ran before.
 func PartitionBrakeSpec(t *testing.T, in SpecInput) {
 	requireMembers(t, in, 3)
 	ctx := context.Background()
@@ -239,6 +240,10 @@ func PartitionBrakeSpec(t *testing.T, in SpecInput) {
 	even := each(in.Members, 2)
 	eventually(t, "Deployments with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(even)))
 	eventually(t, "MyApp web Ready", convergeTimeout, appReady(in, "web", even))
+	deps, err := deploymentIDs(ctx, in, "web", in.Members...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	placements := recordPlacements(t, in, "web")
 	var restarts []func()
 	for _, m := range lost {
@@ -305,9 +310,15 @@ func PartitionBrakeSpec(t *testing.T, in SpecInput) {
 		t.Fatalf("the placement changed while the brake held:\n%s", strings.Join(changes, "\n"))
 	}
 
+	// The partition heals at once for every member (they start together):
+	// restarted one after the other, the first back would release the
+	// brake while the others are still down, and those would then be lost
+	// on their own and failed over, as they should be.
+	var wg sync.WaitGroup
 	for _, restart := range restarts {
-		restart()
+		wg.Go(restart)
 	}
+	wg.Wait()
 	eventually(t, "every member Ready again", convergeTimeout, func() error { return membersReady(ctx, in) })
 	eventually(t, "the brake released in the hub status ConfigMap", convergeTimeout, func() error {
 		data, err := hubStatus(ctx, in)
@@ -320,16 +331,27 @@ func PartitionBrakeSpec(t *testing.T, in SpecInput) {
 		return nil
 	})
 	eventually(t, "Deployments with 2 ready replicas in every member after the partition", convergeTimeout, deploymentsRolledOut(in, "web", want(even)))
+	// Nothing moved, so nothing was deleted: the members that came back
+	// run the Deployments they ran before (a Pull member's agent and the
+	// hub for a Push member prune only Works the hub no longer sends).
+	now, err := deploymentIDs(ctx, in, "web", in.Members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameUIDs(deps, now, false); err != nil {
+		t.Fatalf("Deployments recreated although the brake held the placement: %v", err)
+	}
 }
 
 // MemberLossSpec: with the default timings and failover policy, a
-// member whose control plane stops has its replicas running Ready on the
-// other members within 30s of the stop (a bounded poll: 30s is its
+// member (lost) whose control plane stops has its replicas running Ready
+// on the other members within 30s of the stop (a bounded poll: 30s is its
 // limit, not a measurement).
-func MemberLossSpec(t *testing.T, in SpecInput) {
+func MemberLossSpec(t *testing.T, in SpecInput, lost string) {
 	requireMembers(t, in, 3)
 	ctx := context.Background()
-	lost, others := in.Members[1], without(in.Members, in.Members[1])
+	others := without(in.Members, lost)
+	t.Logf("stopping %s (syncMode %s)", lost, in.Provider.SyncMode(lost))
 	createMyApp(t, in, defaultFailoverApp(in))
 	even := each(in.Members, 2)
 	eventually(t, "Deployments with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(even)))

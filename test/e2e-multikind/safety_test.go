@@ -11,4 +11,10 @@ import "testing"
 func TestAgentRestart(t *testing.T)   { AgentRestartSpec(t, input(t, "agent-restart")) }
 func TestHubKill(t *testing.T)        { HubKillSpec(t, input(t, "hub-kill")) }
 func TestPartitionBrake(t *testing.T) { PartitionBrakeSpec(t, input(t, "brake")) }
-func TestMemberLoss(t *testing.T)     { MemberLossSpec(t, input(t, "member-loss")) }
+
+// TestMemberLoss stops the second Pull member (member-2 with member-3
+// pushed): the 30s bound on the Pull path.
+func TestMemberLoss(t *testing.T) {
+	in := input(t, "member-loss")
+	MemberLossSpec(t, in, pullMember(t, in, 1))
+}

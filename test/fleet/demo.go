@@ -17,6 +17,8 @@ type Demo struct {
 	Apply []string
 	// Watch shows a live table of members and MyApps until Ctrl-C.
 	Watch bool
+	// PushMembers run in Push mode (Config.PushMembers); none by default.
+	PushMembers []string
 }
 
 var _ supervisor.StartFunc = Demo{}.Start
@@ -29,6 +31,7 @@ func (d Demo) Start(ctx context.Context, opts supervisor.Options, out io.Writer)
 	fl, err := Start(ctx, Config{
 		Dir: opts.Dir, BinDir: opts.BinDir, CRDDir: opts.CRDDir,
 		Members: testbed.DefaultMembers(opts.Members), Webhook: true, Progress: out,
+		PushMembers: d.PushMembers,
 	})
 	if err != nil {
 		return nil, err

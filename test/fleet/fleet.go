@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
+	"github.com/flotilla-dev/flotilla/pkg/hubca"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -52,6 +53,18 @@ type Config struct {
 	Webhook bool
 	// Progress receives one line per step when set.
 	Progress io.Writer
+	// CertificateLifetime is the hub's --agent-certificate-lifetime and
+	// --serving-certificate-lifetime (default: the hub's, 30 days).
+	CertificateLifetime time.Duration
+	// BareMembers is how many of the last Members are started as clusters
+	// only: no agent, no MemberCluster. A test joins them itself (with
+	// kubectl-flotilla join, then StartAgents).
+	BareMembers int
+	// PushMembers names members (of those the fleet joins) that run no
+	// agent: the fleet writes their admin kubeconfig into the Secret
+	// PushSecretName(name) in the hub's flotilla-system and creates their
+	// MemberClusters in Push mode, and the hub applies their Works.
+	PushMembers []string
 }
 
 // Fleet is a running local Flotilla.
@@ -59,8 +72,11 @@ type Fleet struct {
 	cfg Config
 	// Testbed holds the clusters.
 	Testbed *testbed.Testbed
-	// CertDir holds ca.crt, hub.crt/key and agent-<member>.crt/key.
-	CertDir string
+	// CAHash pins the hub CA (sha256:...), as a join command carries it.
+	CAHash string
+	// Token is the bootstrap token the fleet's members joined with
+	// (multi-use, auto-accept).
+	Token string
 	// Hub is a client of the hub cluster.
 	Hub client.Client
 	// HubConfig is the hub cluster's admin config.
@@ -69,10 +85,15 @@ type Fleet struct {
 	scheme   *runtime.Scheme
 	members  map[string]client.Client
 	syncAddr string
+	// ca is the hub CA (it signs agent credentials for a member switched
+	// from Push to Pull that never joined).
+	ca *pki.KeyPair
 
 	mu     sync.Mutex
 	hub    *Supervised
 	agents map[string][]*Supervised
+	// push holds the members in Push mode.
+	push map[string]bool
 }
 
 // Scheme returns a scheme with core types and Flotilla's.
@@ -107,6 +128,9 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 	if cfg.FlotillaBinDir == "" {
 		cfg.FlotillaBinDir = cfg.BinDir
 	}
+	if err := checkPushMembers(cfg); err != nil {
+		return nil, err
+	}
 	for _, b := range []string{"hub", "agent"} {
 		if _, err := os.Stat(filepath.Join(cfg.FlotillaBinDir, b)); err != nil {
 			return nil, fmt.Errorf("%s binary missing in %s (run `make build`): %w", b, cfg.FlotillaBinDir, err)
@@ -115,7 +139,10 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	f = &Fleet{cfg: cfg, scheme: Scheme(), members: map[string]client.Client{}, agents: map[string][]*Supervised{}}
+	f = &Fleet{cfg: cfg, scheme: Scheme(), members: map[string]client.Client{}, agents: map[string][]*Supervised{}, push: map[string]bool{}}
+	for _, name := range cfg.PushMembers {
+		f.push[name] = true
+	}
 	start := time.Now()
 	f.logf("starting the hub cluster and %d member clusters ...", len(cfg.Members))
 	tb, err := testbed.Start(ctx, testbed.Config{
@@ -144,12 +171,21 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 	if _, err := envtest.InstallCRDs(f.HubConfig, envtest.CRDInstallOptions{Paths: []string{cfg.CRDDir}, ErrorIfPathMissing: true}); err != nil {
 		return nil, fmt.Errorf("installing CRDs from %s: %w", cfg.CRDDir, err)
 	}
-	if err := f.certificates(); err != nil {
+	if err := ensureNamespace(ctx, f.Hub, flotillav1.SystemNamespace); err != nil {
 		return nil, err
 	}
-	if err := ensureNamespace(ctx, f.Hub, "flotilla-system"); err != nil {
+	if f.syncAddr, err = freeAddr(); err != nil {
 		return nil, err
 	}
+	// The join flow, as `kubectl flotilla init` and `join` run it: the
+	// hub CA (the hub finds it when it starts), a bootstrap token, and
+	// per member a bootstrap Secret the agent joins with. The agents make
+	// their keys, register, and the hub creates the MemberClusters. Push
+	// members get a kubeconfig Secret and a MemberCluster instead.
+	if err := f.joinSecrets(ctx); err != nil {
+		return nil, err
+	}
+	joined := tb.Members[:len(tb.Members)-cfg.BareMembers]
 	for _, m := range tb.Members {
 		mcfg, err := m.RESTConfig()
 		if err != nil {
@@ -160,57 +196,96 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 			return nil, err
 		}
 		f.members[m.Spec.Name] = c
-		if err := ensureNamespace(ctx, c, "flotilla-system"); err != nil {
+	}
+	var pulled []string
+	for _, m := range joined {
+		if f.push[m.Spec.Name] {
+			if err := f.createPushMember(ctx, m.Spec); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		pulled = append(pulled, m.Spec.Name)
+		if err := f.WriteBootstrapSecret(ctx, m.Spec); err != nil {
 			return nil, err
-		}
-		mc := &flotillav1.MemberCluster{
-			ObjectMeta: metav1.ObjectMeta{Name: m.Spec.Name, Labels: map[string]string{
-				"flotilla.dev/region": m.Spec.Region, "flotilla.dev/provider": m.Spec.Provider,
-			}},
-			Spec: flotillav1.MemberClusterSpec{Region: m.Spec.Region, Zone: m.Spec.Zone, Provider: m.Spec.Provider},
-		}
-		if err := f.Hub.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating MemberCluster %s: %w", m.Spec.Name, err)
 		}
 	}
 
-	f.syncAddr, err = freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	if err := f.startHub(); err != nil {
 		return nil, err
 	}
-	for _, m := range tb.Members {
-		for i := range cfg.AgentReplicas {
-			if err := f.startAgent(m.Spec.Name, i); err != nil {
-				return nil, err
-			}
+	for _, m := range pulled {
+		if err := f.StartAgents(m); err != nil {
+			return nil, err
 		}
 	}
-	f.logf("hub and %d agents started; waiting for the members to connect ...", len(tb.Members)*cfg.AgentReplicas)
-	if err := f.WaitMembersReady(ctx, 2*time.Minute); err != nil {
+	if len(cfg.PushMembers) > 0 {
+		f.logf("hub and %d agents started; %v in Push mode; waiting for the members to join ...", len(pulled)*cfg.AgentReplicas, cfg.PushMembers)
+	} else {
+		f.logf("hub and %d agents started; waiting for the members to join ...", len(pulled)*cfg.AgentReplicas)
+	}
+	if err := f.waitReady(ctx, 2*time.Minute, f.joinedNames()); err != nil {
 		return nil, err
 	}
 	f.logf("Flotilla ready in %s", time.Since(start).Round(100*time.Millisecond))
 	return f, nil
 }
 
-func (f *Fleet) certificates() error {
-	f.CertDir = filepath.Join(f.cfg.Dir, "certs")
-	ca, err := pki.EnsureCA(f.CertDir)
+// joinSecrets makes the hub CA and a multi-use, auto-accepting bootstrap
+// token, as `kubectl flotilla init` does.
+func (f *Fleet) joinSecrets(ctx context.Context) error {
+	ca, err := hubca.Ensure(ctx, f.Hub, f.Hub, flotillav1.SystemNamespace)
 	if err != nil {
 		return err
 	}
-	if _, err := pki.EnsureHub(f.CertDir, ca, []string{"127.0.0.1", "localhost"}); err != nil {
+	f.ca = ca
+	f.CAHash = bootstrap.CAHash(ca.Cert)
+	tok, err := bootstrap.NewToken()
+	if err != nil {
 		return err
 	}
-	for _, m := range f.cfg.Members {
-		if _, err := pki.EnsureAgent(f.CertDir, ca, m.Name); err != nil {
-			return err
-		}
+	secret := bootstrap.NewSecret(flotillav1.SystemNamespace, tok, bootstrap.Options{AutoAccept: true, Description: "test/fleet"}, time.Now())
+	if err := f.Hub.Create(ctx, secret); err != nil {
+		return fmt.Errorf("creating the bootstrap token: %w", err)
+	}
+	f.Token = tok.String()
+	return nil
+}
+
+// WriteBootstrapSecret writes the Secret an agent of member joins with,
+// as `kubectl flotilla join` does, into the member's flotilla-system.
+func (f *Fleet) WriteBootstrapSecret(ctx context.Context, m testbed.ClusterSpec) error {
+	c := f.members[m.Name]
+	if err := ensureNamespace(ctx, c, flotillav1.SystemNamespace); err != nil {
+		return err
+	}
+	// The flotilla.dev/ label domain is the hub's: a joining cluster
+	// names its region and provider in plain labels (and the spec).
+	labels := memberLabels(m)
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: flotillav1.AgentBootstrapSecretName},
+		StringData: map[string]string{
+			"hub-address": f.syncAddr, "token": f.Token, "ca-hash": f.CAHash, "cluster-name": m.Name,
+			"labels": bootstrap.FormatLabels(labels), "region": m.Region, "zone": m.Zone, "provider": m.Provider,
+		},
+	}
+	if err := c.Create(ctx, s); err != nil {
+		return fmt.Errorf("writing the bootstrap Secret of %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// SyncAddress is the hub's sync endpoint, which agents dial.
+func (f *Fleet) SyncAddress() string { return f.syncAddr }
+
+// joinedNames are the members the fleet joins itself (Push members
+// included: it creates their MemberClusters).
+func (f *Fleet) joinedNames() []string {
+	names := make([]string, 0, len(f.Testbed.Members))
+	for _, m := range f.Testbed.Members[:len(f.Testbed.Members)-f.cfg.BareMembers] {
+		names = append(names, m.Spec.Name)
+	}
+	return names
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, name string) error {
@@ -237,10 +312,18 @@ func (f *Fleet) startHub() error {
 		"--kubeconfig", f.Testbed.Hub.Kubeconfig,
 		"--leader-elect=true",
 		"--leader-election-namespace", "flotilla-system",
-		"--metrics-bind-address", metrics,
+		// The testbed scrapes /metrics over plain HTTP (Scrape) to tell
+		// the leader; a shipped hub serves it only over HTTPS with a token.
+		"--metrics-bind-address", metrics, "--metrics-secure=false",
 		"--health-probe-bind-address", probe,
 		"--sync-bind-address", f.syncAddr,
-		"--cert-dir", f.CertDir,
+		// Self-managed certificates: the hub CA from its Secret, serving
+		// certificates issued and rotated in memory.
+		"--cert-dir", "",
+	}
+	if f.cfg.CertificateLifetime > 0 {
+		args = append(args, "--agent-certificate-lifetime", f.cfg.CertificateLifetime.String(),
+			"--serving-certificate-lifetime", f.cfg.CertificateLifetime.String())
 	}
 	if f.cfg.HeartbeatGrace > 0 {
 		args = append(args, "--heartbeat-grace", f.cfg.HeartbeatGrace.String())
@@ -278,13 +361,12 @@ func (f *Fleet) startAgent(member string, i int) error {
 	name := fmt.Sprintf("agent-%s-%d", member, i)
 	args := []string{
 		"--kubeconfig", f.Testbed.Member(member).Kubeconfig,
-		"--hub-address", f.syncAddr,
-		"--cert-file", filepath.Join(f.CertDir, pki.AgentCertFile(member)),
-		"--key-file", filepath.Join(f.CertDir, pki.AgentKeyFile(member)),
-		"--ca-file", filepath.Join(f.CertDir, pki.CACertFile),
+		// The identity comes from the Secrets in flotilla-system: the
+		// bootstrap Secret until the agent joined, then its credentials.
 		"--leader-elect=true",
 		"--leader-election-namespace", "flotilla-system",
-		"--metrics-bind-address", metrics,
+		// Plain HTTP, scraped by Scrape like the hub's.
+		"--metrics-bind-address", metrics, "--metrics-secure=false",
 		"--health-probe-bind-address", probe,
 		"--resource-summary-interval", "2s",
 	}
@@ -302,6 +384,16 @@ func (f *Fleet) startAgent(member string, i int) error {
 	return nil
 }
 
+// StartAgents starts member's agent replicas (AgentReplicas of them).
+func (f *Fleet) StartAgents(member string) error {
+	for i := range f.cfg.AgentReplicas {
+		if err := f.startAgent(member, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Member returns a client of member.
 func (f *Fleet) Member(name string) client.Client { return f.members[name] }
 
@@ -316,17 +408,59 @@ func (f *Fleet) HubMetricsAddr() string {
 	return f.hub.MetricsAddr
 }
 
-// MemberNames lists the members in order.
+// MemberNames lists the members that joined the fleet, in order: every
+// member that takes replicas, those with agents and those in Push mode
+// (all but the bare ones, until a test joins those and starts their
+// agents).
 func (f *Fleet) MemberNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	out := make([]string, 0, len(f.Testbed.Members))
 	for _, m := range f.Testbed.Members {
-		out = append(out, m.Spec.Name)
+		if len(f.agents[m.Spec.Name]) > 0 || f.push[m.Spec.Name] {
+			out = append(out, m.Spec.Name)
+		}
 	}
 	return out
 }
 
+// BareMemberNames lists the member clusters that have no agent and are
+// not in Push mode.
+func (f *Fleet) BareMemberNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, m := range f.Testbed.Members {
+		if len(f.agents[m.Spec.Name]) == 0 && !f.push[m.Spec.Name] {
+			out = append(out, m.Spec.Name)
+		}
+	}
+	return out
+}
+
+// StopAgents stops member's agent replicas (as `kubectl flotilla unjoin`
+// removes the agent's Deployment); the member counts as bare again, unless
+// it is in Push mode (SetSyncMode stops the agents that way).
+func (f *Fleet) StopAgents(member string) error {
+	f.mu.Lock()
+	procs := f.agents[member]
+	delete(f.agents, member)
+	f.mu.Unlock()
+	var errs []error
+	for _, p := range procs {
+		errs = append(errs, p.Stop())
+	}
+	return errors.Join(errs...)
+}
+
 // WaitMembersReady waits until every MemberCluster is Ready.
 func (f *Fleet) WaitMembersReady(ctx context.Context, timeout time.Duration) error {
+	return f.waitReady(ctx, timeout, nil)
+}
+
+// waitReady waits until the MemberClusters called names exist and are
+// Ready; with no names, until there are MemberClusters and all are.
+func (f *Fleet) waitReady(ctx context.Context, timeout time.Duration, names []string) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		var notReady []string
@@ -334,9 +468,18 @@ func (f *Fleet) WaitMembersReady(ctx context.Context, timeout time.Duration) err
 		if err := f.Hub.List(ctx, &list); err != nil {
 			return err
 		}
+		ready := map[string]bool{}
 		for _, mc := range list.Items {
-			if !meta.IsStatusConditionTrue(mc.Status.Conditions, flotillav1.ConditionReady) {
+			ready[mc.Name] = meta.IsStatusConditionTrue(mc.Status.Conditions, flotillav1.ConditionReady)
+			if len(names) == 0 && !ready[mc.Name] {
 				notReady = append(notReady, mc.Name)
+			}
+		}
+		for _, n := range names {
+			if r, ok := ready[n]; !ok {
+				notReady = append(notReady, n+" (not joined)")
+			} else if !r {
+				notReady = append(notReady, n)
 			}
 		}
 		if len(notReady) == 0 && len(list.Items) > 0 {
@@ -355,7 +498,8 @@ func (f *Fleet) WaitMembersReady(ctx context.Context, timeout time.Duration) err
 
 // StopMember stops member's control plane (its data is kept); its agent
 // keeps running, loses its apiserver and closes its stream, as an agent in
-// a cluster whose apiserver went away would.
+// a cluster whose apiserver went away would. A Push member's apiserver
+// just stops answering the hub.
 func (f *Fleet) StopMember(name string) error {
 	m := f.Testbed.Member(name)
 	if m == nil {
@@ -499,11 +643,13 @@ func IsLeader(metrics string) bool {
 	return false
 }
 
+// freeAddr is a free loopback address outside the ephemeral port range (see
+// testbed.FreePorts), so no outgoing connection takes it before the hub or
+// agent binds it.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := testbed.FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return fmt.Sprintf("127.0.0.1:%d", ports[0]), nil
 }

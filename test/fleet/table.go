@@ -7,19 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/internal/truncate"
+	"github.com/flotilla-dev/flotilla/internal/statusview"
 )
 
 // applyManifests creates (or updates) the MyApps in a YAML file on the
@@ -106,75 +101,14 @@ func renderTable(ctx context.Context, c client.Client, hubKubeconfig, dir string
 		fmt.Fprintf(&b, "listing MemberClusters: %v\n", err)
 		return b.String()
 	}
-	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "MEMBER\tREGION\tPROVIDER\tREADY\tCONNECTED\tHEARTBEAT\tTAINTS")
-	for _, mc := range members.Items {
-		hb := "-"
-		if mc.Status.LastHeartbeatTime != nil && !now.IsZero() {
-			hb = now.Sub(mc.Status.LastHeartbeatTime.Time).Round(time.Second).String() + " ago"
-		}
-		var taints []string
-		for _, t := range mc.Spec.Taints {
-			taints = append(taints, t.Key+":"+string(t.Effect))
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", mc.Name, mc.Spec.Region, mc.Spec.Provider,
-			condStatus(mc.Status.Conditions, flotillav1.ConditionReady), condStatus(mc.Status.Conditions, flotillav1.ConditionConnected),
-			hb, strings.Join(taints, ","))
-	}
-	w.Flush()
-
 	var apps flotillav1.MyAppList
 	if err := c.List(ctx, &apps); err != nil {
 		fmt.Fprintf(&b, "listing MyApps: %v\n", err)
 		return b.String()
 	}
-	sort.Slice(apps.Items, func(i, j int) bool {
-		return apps.Items[i].Namespace+"/"+apps.Items[i].Name < apps.Items[j].Namespace+"/"+apps.Items[j].Name
-	})
-	fmt.Fprintln(&b)
-	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "MYAPP\tCLUSTER\tDESIRED\tREADY\tPHASE\tMESSAGE")
-	for _, app := range apps.Items {
-		name := app.Namespace + "/" + app.Name
-		if len(app.Status.Clusters) == 0 {
-			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t%s\n", name, condMessage(app.Status.Conditions, flotillav1.ConditionScheduled))
-		}
-		for i, cs := range app.Status.Clusters {
-			label := ""
-			if i == 0 {
-				label = name
-			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", label, cs.Name, cs.Assigned, cs.ReadyReplicas, cs.Phase, truncate.String(cs.Message, 60))
-		}
-		fmt.Fprintf(w, "\t(total)\t%d\t%d\t%s\t\n", app.Status.DesiredReplicas, app.Status.ReadyReplicas, conditionsLine(app.Status.Conditions))
-	}
-	w.Flush()
+	// The same tables `kubectl flotilla status` prints.
+	_ = statusview.Write(&b, statusview.Build(members.Items, apps.Items, now), false)
 	fmt.Fprintf(&b, "\nTry:            kubectl --kubeconfig %s get myapps,memberclusters -A\n", hubKubeconfig)
 	fmt.Fprintf(&b, "Lose a member:  bin/testbed stop-member member-2 --dir %s   (and start-member to bring it back)\n", dir)
 	return b.String()
-}
-
-func condStatus(cs []metav1.Condition, t string) string {
-	if c := meta.FindStatusCondition(cs, t); c != nil {
-		return string(c.Status)
-	}
-	return "-"
-}
-
-func condMessage(cs []metav1.Condition, t string) string {
-	if c := meta.FindStatusCondition(cs, t); c != nil {
-		return truncate.String(c.Reason+": "+c.Message, 80)
-	}
-	return "not reconciled yet"
-}
-
-// conditionsLine shows the MyApp's conditions in one short line.
-func conditionsLine(cs []metav1.Condition) string {
-	var parts []string
-	for _, t := range []string{flotillav1.ConditionReady, flotillav1.ConditionAvailable, flotillav1.ConditionProgressing, flotillav1.ConditionDegraded} {
-		if c := meta.FindStatusCondition(cs, t); c != nil {
-			parts = append(parts, t+"="+string(c.Status))
-		}
-	}
-	return strings.Join(parts, " ")
 }

@@ -12,6 +12,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
+	"github.com/flotilla-dev/flotilla/test/deployrbac"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -27,7 +28,7 @@ func TestAgentLeaderFailover(t *testing.T) {
 	bin := buildBinary(t, "agent")
 	// The agents run as the service account with the RBAC deploy/agent
 	// ships.
-	kubeconfig := kubeconfigWithShippedRBAC(t, f.members["member-1"], f.tb.Member("member-1"), "../../deploy/agent/rbac/role.yaml", "flotilla-agent")
+	kubeconfig := kubeconfigWithShippedRBAC(t, f.members["member-1"], f.tb.Member("member-1"), deployrbac.Agent, "flotilla-agent")
 	type replica struct {
 		name    string
 		proc    *testbed.Process
@@ -43,7 +44,8 @@ func TestAgentLeaderFailover(t *testing.T) {
 			"--key-file", filepath.Join(f.certDir, pki.AgentKeyFile("member-1")),
 			"--ca-file", filepath.Join(f.certDir, pki.CACertFile),
 			"--leader-elect=true",
-			"--metrics-bind-address", r.metrics,
+			// Plain HTTP: the test scrapes it to find the leader.
+			"--metrics-bind-address", r.metrics, "--metrics-secure=false",
 			"--health-probe-bind-address", freeAddr(t),
 			"--heartbeat-interval", "500ms",
 		)

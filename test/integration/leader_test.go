@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/deployrbac"
 	localfleet "github.com/flotilla-dev/flotilla/test/fleet"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -86,7 +84,7 @@ func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 	bin := buildBinary(t, "hub")
 	certDir := hubCerts(t)
 	// The hubs run as the service account with the RBAC deploy/hub ships.
-	kubeconfig := kubeconfigWithShippedRBAC(t, c, hubCluster, "../../deploy/hub/rbac/role.yaml", "flotilla-hub")
+	kubeconfig := kubeconfigWithShippedRBAC(t, c, hubCluster, deployrbac.Hub, "flotilla-hub")
 	type replica struct {
 		proc    *testbed.Process
 		metrics string
@@ -97,7 +95,8 @@ func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 		p := startProcess(t, filepath.Join(t.TempDir(), fmt.Sprintf("hub-%d.log", i)), bin,
 			"--kubeconfig", kubeconfig,
 			"--leader-elect=true",
-			"--metrics-bind-address", metricsAddr,
+			// Plain HTTP: the test scrapes it to find the leader.
+			"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 			"--health-probe-bind-address", freeAddr(t),
 			"--sync-bind-address", freeAddr(t),
 			"--webhook-bind-address", "",
@@ -163,36 +162,21 @@ func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 	eventually(t, "the new leader reconciling MyApp second", 30*time.Second, scheduledCondition("second"))
 }
 
-// kubeconfigWithShippedRBAC grants service account flotilla-system/<name>
-// the ClusterRole generated into roleFile (deploy/<hub|agent>/rbac/role.yaml)
-// and returns a kubeconfig that authenticates as it: a component run with
-// it has exactly the permissions it ships with, so a missing RBAC marker
-// fails the test.
-func kubeconfigWithShippedRBAC(t *testing.T, c client.Client, cluster *testbed.Cluster, roleFile, name string) string {
+// kubeconfigWithShippedRBAC installs the RBAC deploy/<component> ships
+// (the generated ClusterRole and Role, their bindings, read from the
+// repository by deployrbac) and returns a kubeconfig that authenticates as
+// service account flotilla-system/<name>, the bindings' subject: a
+// component run with it has exactly the permissions it ships with, so a
+// missing RBAC marker, or one namespaced too narrowly, fails the test.
+func kubeconfigWithShippedRBAC(t *testing.T, c client.Client, cluster *testbed.Cluster, component deployrbac.Component, name string) string {
 	t.Helper()
 	ctx := context.Background()
-	raw, err := os.ReadFile(roleFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(raw, role); err != nil {
-		t.Fatalf("decoding %s: %v", roleFile, err)
-	}
-	if err := c.Create(ctx, role); err != nil {
-		t.Fatalf("creating ClusterRole %s: %v", role.Name, err)
-	}
 	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, "flotilla-system", name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "flotilla-system", Name: name}},
-	}
-	if err := c.Create(ctx, binding); err != nil {
-		t.Fatal(err)
+	if err := deployrbac.Install(ctx, c, component); err != nil {
+		t.Fatalf("installing deploy/%s's RBAC: %v", component, err)
 	}
 	return kubeconfig
 }

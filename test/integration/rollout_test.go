@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -580,4 +581,74 @@ func TestProgressiveRolloutStopsOnARealFailure(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestProgressiveRolloutRefusesForgedTemplates: whoever may write
+// myapps/status replaces the template of the revision rolling out with a
+// pod spec of their own, keeping its name and digest. The hub must not
+// render it: it drops the template (a RevisionRejected event says so) and
+// goes on with the template it derives from the spec.
+func TestProgressiveRolloutRefusesForgedTemplates(t *testing.T) {
+	r := newRolloutEnv(t)
+	ctx := context.Background()
+	app := progressiveApp("forged", members3, nil)
+	r.start(app)
+	r.update(app, setImage(imageV2))
+	r.wantImages(app, map[string]string{"member-1": imageV2, "member-2": imageV1, "member-3": imageV1})
+
+	const evil = "registry.example.com/attacker/miner:latest"
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := r.get(app)
+		forged := false
+		for i := range got.Status.Rollout.Revisions {
+			if rt := &got.Status.Rollout.Revisions[i]; rt.Name == got.Status.Rollout.TargetRevision {
+				rt.Image, forged = evil, true
+			}
+		}
+		if !forged {
+			return fmt.Errorf("no template for the target revision in %+v", got.Status.Rollout)
+		}
+		return r.env.c.Status().Update(ctx, got)
+	})
+	if err != nil {
+		t.Fatalf("writing the forged template into status: %v", err)
+	}
+
+	eventually(t, "a RevisionRejected event on MyApp forged", 30*time.Second, func() error {
+		var list eventsv1.EventList
+		if err := r.env.c.List(ctx, &list, client.InNamespace(app.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == app.Name && e.Reason == flotillav1.ReasonRevisionRejected {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none with reason %s about %s", len(list.Items), flotillav1.ReasonRevisionRejected, app.Name)
+	})
+	// The rollout goes on with the real v2; no Work ever runs the forged
+	// image.
+	noEvil := func() error {
+		imgs, err := r.images(app)
+		if err != nil {
+			return err
+		}
+		for cl, img := range imgs {
+			if img == evil {
+				return fmt.Errorf("cluster %s's Work runs the forged image", cl)
+			}
+		}
+		for _, rt := range r.get(app).Status.Rollout.Revisions {
+			if rt.Image == evil {
+				return fmt.Errorf("status.rollout still holds the forged template %s", rt.Name)
+			}
+		}
+		return nil
+	}
+	eventually(t, "the forged template gone from status", 30*time.Second, noEvil)
+	r.report(app, nil, "member-1")
+	r.wantImages(app, map[string]string{"member-1": imageV2, "member-2": imageV2, "member-3": imageV1})
+	if err := noEvil(); err != nil {
+		t.Fatal(err)
+	}
 }

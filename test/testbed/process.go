@@ -3,9 +3,11 @@ package testbed
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -17,8 +19,10 @@ type Process struct {
 	name string
 	cmd  *exec.Cmd
 	log  *os.File
-	done chan struct{}
-	err  error // the exit error, valid once done is closed
+	// logPath is where the process's output goes, for error messages.
+	logPath string
+	done    chan struct{}
+	err     error // the exit error, valid once done is closed
 }
 
 // StartProcess runs bin with args and extra environment variables env
@@ -52,7 +56,7 @@ func StartProcess(name, bin string, args, env []string, logPath string) (*Proces
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{name: name, cmd: cmd, log: logFile, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, log: logFile, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
@@ -69,6 +73,34 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Name is the name the process was started with.
 func (p *Process) Name() string { return p.name }
+
+// logTail is the end of the process's log (at most n lines), so that an
+// error about a process that died says why without opening its log.
+func (p *Process) logTail(n int) string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const window = 4096
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-window, 0)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if off > 0 && len(lines) > 1 {
+		lines = lines[1:] // the first line is cut
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
 
 // exited reports whether the process has ended.
 func (p *Process) exited() bool {

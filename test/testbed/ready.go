@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -60,7 +61,7 @@ func pollHTTP(ctx context.Context, p *Process, url string, tlsCfg *tls.Config, t
 		}
 		last = err
 		if p.exited() {
-			return fmt.Errorf("%s exited before %s answered: %v", p.name, url, p.err)
+			return &exitedEarlyError{name: p.name, url: url, err: p.err, tail: p.logTail(8)}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready after %s: %s: %w", p.name, timeout, url, last)
@@ -246,4 +247,22 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name 
 	kc.CurrentContext = "sa"
 	path := filepath.Join(c.Dir, "kubeconfig-"+namespace+"-"+name)
 	return path, clientcmd.WriteToFile(*kc, path)
+}
+
+// exitedEarlyError is a process that ended before it answered; it carries
+// the end of the process's log, which says why.
+type exitedEarlyError struct {
+	name, url string
+	err       error
+	tail      string
+}
+
+func (e *exitedEarlyError) Error() string {
+	return fmt.Sprintf("%s exited before %s answered: %v; its log ends with:\n%s", e.name, e.url, e.err, e.tail)
+}
+
+// portTaken reports whether the process died because a port it was given
+// was taken between choosing it and binding it.
+func (e *exitedEarlyError) portTaken() bool {
+	return strings.Contains(e.tail, "address already in use")
 }

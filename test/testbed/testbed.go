@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -300,15 +301,34 @@ func (c *Cluster) Start(ctx context.Context) (err error) {
 			_ = c.Stop()
 		}
 	}()
+	fresh := c.apiPort == 0
 	if err := c.prepare(); err != nil {
 		return err
 	}
 	start := time.Now()
-	if err := c.startEtcd(ctx); err != nil {
-		return err
-	}
-	if err := c.startAPIServer(ctx); err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		err := c.startStorageAndAPI(ctx)
+		if err == nil {
+			break
+		}
+		// Ports are chosen free and then handed to etcd and kube-apiserver,
+		// so another process can bind one in between. On a first start,
+		// nothing depends on the ports yet: choose new ones and try again.
+		var early *exitedEarlyError
+		if !fresh || attempt == 3 || !errors.As(err, &early) || !early.portTaken() {
+			return err
+		}
+		c.logf("%s found its port taken; choosing new ports (attempt %d)", early.name, attempt+1)
+		if err := c.Stop(); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(filepath.Join(c.Dir, "etcd")); err != nil {
+			return err
+		}
+		c.apiPort = 0
+		if err := c.prepare(); err != nil {
+			return err
+		}
 	}
 	c.logf("apiserver ready at %s (%s)", c.Host(), time.Since(start).Round(time.Millisecond))
 	if err := c.startControllers(); err != nil {
@@ -335,7 +355,7 @@ func (c *Cluster) prepare() error {
 		return err
 	}
 	if c.apiPort == 0 {
-		ports, err := freePorts(3)
+		ports, err := choosePorts(3)
 		if err != nil {
 			return err
 		}
@@ -350,6 +370,15 @@ func (c *Cluster) prepare() error {
 		}
 	}
 	return nil
+}
+
+// startStorageAndAPI starts etcd and kube-apiserver and waits until both
+// answer.
+func (c *Cluster) startStorageAndAPI(ctx context.Context) error {
+	if err := c.startEtcd(ctx); err != nil {
+		return err
+	}
+	return c.startAPIServer(ctx)
 }
 
 // writeKubeconfig writes a stand-alone kubeconfig with embedded certs.
@@ -569,8 +598,16 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-// freePorts asks the kernel for n free loopback ports.
-func freePorts(n int) ([]int, error) {
+// choosePorts picks a cluster's ports; tests replace it to hand out a taken
+// one.
+var choosePorts = FreePorts
+
+// FreePorts finds n free loopback ports below the kernel's ephemeral range
+// (32768 and up on Linux), so that no outgoing connection of any process
+// (the apiserver's own to etcd, say) can take one before its server binds
+// it. Each is checked by binding it.
+func FreePorts(n int) ([]int, error) {
+	const lo, hi = 20000, 32000
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -578,13 +615,17 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	out := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("finding %d free ports in %d-%d: only %d after %d tries", n, lo, hi, len(out), tries)
+		}
+		port := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
+			continue
 		}
 		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
+		out = append(out, port)
 	}
 	return out, nil
 }

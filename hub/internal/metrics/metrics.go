@@ -48,6 +48,16 @@ var (
 		Help: "Work status patches written from agent reports, by result.",
 	}, []string{"result"})
 
+	// WorkStatusDropped counts agent reports the status writer dropped
+	// instead of writing, by cluster and what: rejected (the apiserver
+	// refused the write with a 4xx other than conflict or throttling, which
+	// retrying cannot fix) and buffer_full (the cluster's pending reports
+	// reached the writer's byte bound).
+	WorkStatusDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_work_status_dropped_total",
+		Help: "Agent status reports the hub dropped instead of writing to Work status, by cluster and what (rejected: the apiserver refused the write; buffer_full: the cluster's pending reports reached --member-status-buffer-bytes).",
+	}, []string{"cluster", "what"})
+
 	// RolloutsStarted counts Progressive rollouts of a new revision.
 	RolloutsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flotilla_rollouts_started_total",
@@ -83,6 +93,6 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(MyAppReplicas, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites,
+	ctrlmetrics.Registry.MustRegister(MyAppReplicas, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusDropped,
 		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack, RolloutWaveDuration)
 }

@@ -21,8 +21,9 @@ import (
 type WorkSource struct {
 	cache    cache.Cache
 	informer cache.Informer
-	// notify is the server's WorkChanged, set once the server exists.
-	notify atomic.Pointer[func(cluster, name string)]
+	// notify are told of every changed Work: the sync server's WorkChanged
+	// and the push engine's, set once they exist.
+	notify atomic.Pointer[[]func(cluster, name string)]
 	// intents remembers, for Works that vanished, whether they carried
 	// the deletion-intent annotation.
 	intents intents
@@ -57,8 +58,10 @@ func NewWorkSource(ctx context.Context, c cache.Cache) (*WorkSource, error) {
 		} else {
 			s.intents.forget(key)
 		}
-		if f := s.notify.Load(); f != nil {
-			(*f)(strings.TrimPrefix(w.Namespace, flotillav1.ClusterNamespacePrefix), w.Name)
+		if fs := s.notify.Load(); fs != nil {
+			for _, f := range *fs {
+				f(strings.TrimPrefix(w.Namespace, flotillav1.ClusterNamespacePrefix), w.Name)
+			}
 		}
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -80,8 +83,22 @@ func NewWorkSource(ctx context.Context, c cache.Cache) (*WorkSource, error) {
 	return s, nil
 }
 
-// Notify sets the function told about every changed Work.
-func (s *WorkSource) Notify(f func(cluster, name string)) { s.notify.Store(&f) }
+// Notify adds a function told about every changed Work (after its
+// deletion intent is recorded). Call it before the informer starts: a
+// function added later misses what came before.
+func (s *WorkSource) Notify(f func(cluster, name string)) {
+	for {
+		old := s.notify.Load()
+		var fs []func(cluster, name string)
+		if old != nil {
+			fs = append(fs, *old...)
+		}
+		fs = append(fs, f)
+		if s.notify.CompareAndSwap(old, &fs) {
+			return
+		}
+	}
+}
 
 // HasSynced implements WorkSource.
 func (s *WorkSource) HasSynced() bool { return s.informer.HasSynced() }

@@ -2,6 +2,8 @@ package syncbridge
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"sync"
 	"time"
 
@@ -34,9 +36,20 @@ type StatusWriter struct {
 	Reader client.Reader
 	// Workers is the number of parallel writers (default 8).
 	Workers int
+	// MaxPendingBytes bounds, per cluster, the reports waiting to be
+	// written (their approximate size, see statusSize); zero means
+	// DefaultMaxPendingBytes. A report that replaces the pending one of
+	// the same Work (latest wins) is taken if the cluster's total stays
+	// within the bound; a report that would pass it, for a new Work or a
+	// replacement, is dropped and counted
+	// (flotilla_work_status_dropped_total{what="buffer_full"}): the agent
+	// reports the Work again when it changes and on every reconnect.
+	MaxPendingBytes int
 
 	mu      sync.Mutex
-	pending map[client.ObjectKey]*flotillav1.WorkStatus
+	pending map[client.ObjectKey]*pendingStatus
+	// pendingBytes is the size of each cluster's pending reports.
+	pendingBytes map[string]int
 	// written is the last status applied per Work, bounded by the number
 	// of Works (entries go when their Work does).
 	written map[client.ObjectKey]*writtenStatus
@@ -48,7 +61,11 @@ var _ syncserver.StatusSink = (*StatusWriter)(nil)
 
 func (w *StatusWriter) init() {
 	w.once.Do(func() {
-		w.pending = map[client.ObjectKey]*flotillav1.WorkStatus{}
+		w.pending = map[client.ObjectKey]*pendingStatus{}
+		w.pendingBytes = map[string]int{}
+		if w.MaxPendingBytes <= 0 {
+			w.MaxPendingBytes = DefaultMaxPendingBytes
+		}
 		w.written = map[client.ObjectKey]*writtenStatus{}
 		w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[client.ObjectKey](),
@@ -59,16 +76,89 @@ func (w *StatusWriter) init() {
 	})
 }
 
+// DefaultMaxPendingBytes is StatusWriter.MaxPendingBytes when zero: some
+// 4,000 Works' reports of an honest agent (about 2 KiB each) per cluster.
+const DefaultMaxPendingBytes = 8 << 20
+
+// pendingStatus is a report waiting to be written.
+type pendingStatus struct {
+	cluster string
+	status  *flotillav1.WorkStatus
+	size    int
+}
+
 // WorkStatus implements StatusSink: it records the report and returns at
-// once. The pending map holds at most one report per Work, so memory is
-// bounded by the number of Works.
-func (w *StatusWriter) WorkStatus(_ context.Context, cluster, name string, status *flotillav1.WorkStatus) {
+// once. The pending map holds at most one report per Work, and at most
+// MaxPendingBytes per cluster, so one member cannot fill the hub's memory.
+func (w *StatusWriter) WorkStatus(ctx context.Context, cluster, name string, status *flotillav1.WorkStatus) {
 	w.init()
 	key := client.ObjectKey{Namespace: flotillav1.ClusterNamespace(cluster), Name: name}
-	w.mu.Lock()
-	w.pending[key] = status
-	w.mu.Unlock()
+	if !w.putPending(key, &pendingStatus{cluster: cluster, status: status, size: statusSize(status)}, true) {
+		metrics.WorkStatusDropped.WithLabelValues(cluster, "buffer_full").Inc()
+		log.FromContext(ctx).V(1).Info("dropped a Work status report: the cluster's pending reports reached the bound", "work", key, "maxBytes", w.MaxPendingBytes)
+		return
+	}
 	w.queue.Add(key)
+}
+
+// putPending makes p key's pending report if the cluster's pending bytes
+// stay within the bound; replace says whether it may replace a pending
+// report of key (a retry may not: the report waiting is newer).
+func (w *StatusWriter) putPending(key client.ObjectKey, p *pendingStatus, replace bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old, ok := w.pending[key]
+	if ok && !replace {
+		return true
+	}
+	total := w.pendingBytes[p.cluster] + p.size
+	if ok {
+		total -= old.size
+	}
+	if total > w.MaxPendingBytes {
+		return false
+	}
+	w.pending[key] = p
+	w.pendingBytes[p.cluster] = total
+	return true
+}
+
+// takePending removes and returns key's pending report.
+func (w *StatusWriter) takePending(key client.ObjectKey) *pendingStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.pending[key]
+	if p == nil {
+		return nil
+	}
+	delete(w.pending, key)
+	if w.pendingBytes[p.cluster] -= p.size; w.pendingBytes[p.cluster] <= 0 {
+		delete(w.pendingBytes, p.cluster)
+	}
+	return p
+}
+
+// statusSize approximates the memory a report holds: its strings and a
+// fixed cost per condition and manifest. It need not be exact, only grow
+// with what an agent can make large.
+func statusSize(st *flotillav1.WorkStatus) int {
+	const perItem = 128
+	conds := func(cs []metav1.Condition) int {
+		n := 0
+		for _, c := range cs {
+			n += perItem + len(c.Type) + len(c.Status) + len(c.Reason) + len(c.Message)
+		}
+		return n
+	}
+	n := perItem + conds(st.Conditions)
+	for _, m := range st.Manifests {
+		id := m.ResourceIdentifier
+		n += perItem + len(id.Group) + len(id.Version) + len(id.Kind) + len(id.Namespace) + len(id.Name) + conds(m.Conditions)
+		if m.Workload != nil {
+			n += perItem
+		}
+	}
+	return n
 }
 
 // NeedLeaderElection says the writer runs on the leader only.
@@ -98,23 +188,29 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
-	w.mu.Lock()
-	status := w.pending[key]
-	delete(w.pending, key)
-	w.mu.Unlock()
-	if status == nil {
+	p := w.takePending(key)
+	if p == nil {
 		w.queue.Forget(key)
 		return true
 	}
-	if err := w.write(ctx, key, status); err != nil {
+	if err := w.write(ctx, key, p.status); err != nil {
+		if rejected(err) {
+			// The apiserver refuses this status (invalid, too large,
+			// forbidden): retrying the same report cannot succeed, and
+			// would retry forever. The agent's next report may pass.
+			log.FromContext(ctx).Error(err, "the apiserver refused a Work status write; dropping the report", "work", key)
+			metrics.WorkStatusWrites.WithLabelValues("rejected").Inc()
+			metrics.WorkStatusDropped.WithLabelValues(p.cluster, "rejected").Inc()
+			w.queue.Forget(key)
+			return true
+		}
 		log.FromContext(ctx).Error(err, "writing Work status", "work", key)
 		metrics.WorkStatusWrites.WithLabelValues("error").Inc()
-		// Put the report back unless a newer one arrived meanwhile.
-		w.mu.Lock()
-		if _, newer := w.pending[key]; !newer {
-			w.pending[key] = status
+		// Put the report back unless a newer one arrived meanwhile (or
+		// the cluster's bound is reached: then it is dropped, counted).
+		if !w.putPending(key, p, false) {
+			metrics.WorkStatusDropped.WithLabelValues(p.cluster, "buffer_full").Inc()
 		}
-		w.mu.Unlock()
 		w.queue.AddRateLimited(key)
 		return true
 	}
@@ -169,6 +265,19 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 	w.mu.Unlock()
 	metrics.WorkStatusWrites.WithLabelValues("written").Inc()
 	return nil
+}
+
+// rejected says whether err is the apiserver refusing a write for good:
+// a 4xx other than a conflict (retried: the write is an apply, and a
+// conflict with another field owner or a stale cache passes next time) or
+// throttling (429).
+func rejected(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	code := st.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusConflict && code != http.StatusTooManyRequests
 }
 
 func (w *StatusWriter) forget(key client.ObjectKey) {

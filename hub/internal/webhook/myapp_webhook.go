@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -18,6 +19,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/pkg/nspolicy"
 )
 
 // Paths the webhooks are served on (controller-runtime's convention).
@@ -31,7 +33,14 @@ type MyAppWebhook struct {
 	// Reader lists MemberClusters to warn about weights for clusters that
 	// do not exist yet (nil: no such warnings).
 	Reader client.Reader
+	// Policies lists the FleetNamespacePolicies that decide which member
+	// namespaces a MyApp may place into (the manager's cache). nil means
+	// no policy: every MyApp places only into its own namespace, so a
+	// missing reader fails closed.
+	Policies client.Reader
 }
+
+// +kubebuilder:rbac:groups=flotilla.dev,resources=fleetnamespacepolicies,verbs=get;list;watch
 
 var (
 	_ admission.Defaulter[*flotillav1.MyApp] = &MyAppWebhook{}
@@ -101,12 +110,22 @@ func (w *MyAppWebhook) Default(_ context.Context, app *flotillav1.MyApp) error {
 
 // ValidateCreate implements admission.Validator.
 func (w *MyAppWebhook) ValidateCreate(ctx context.Context, app *flotillav1.MyApp) (admission.Warnings, error) {
-	return w.validate(ctx, app)
+	return w.validate(ctx, app, true)
 }
 
-// ValidateUpdate implements admission.Validator.
-func (w *MyAppWebhook) ValidateUpdate(ctx context.Context, _, app *flotillav1.MyApp) (admission.Warnings, error) {
-	return w.validate(ctx, app)
+// ValidateUpdate implements admission.Validator. The new object is
+// validated in full, the namespace policy included, when its spec
+// changes: a tenant whose grant was withdrawn cannot keep changing an app
+// that places into the withdrawn namespace, only move it to an allowed
+// one or delete it. An update that leaves the spec alone (labels,
+// annotations, finalizers: what controllers write) and every update of a
+// MyApp being deleted skip the namespace policy, so that a withdrawn grant
+// never blocks the hub's finalizer handling or the MyApp's deletion.
+// Status updates go to the status subresource, which the webhook
+// configuration does not intercept.
+func (w *MyAppWebhook) ValidateUpdate(ctx context.Context, old, app *flotillav1.MyApp) (admission.Warnings, error) {
+	checkNamespace := app.DeletionTimestamp.IsZero() && !equality.Semantic.DeepEqual(old.Spec, app.Spec)
+	return w.validate(ctx, app, checkNamespace)
 }
 
 // ValidateDelete implements admission.Validator; deletion is always allowed.
@@ -114,15 +133,47 @@ func (w *MyAppWebhook) ValidateDelete(context.Context, *flotillav1.MyApp) (admis
 	return nil, nil
 }
 
-func (w *MyAppWebhook) validate(ctx context.Context, app *flotillav1.MyApp) (admission.Warnings, error) {
+func (w *MyAppWebhook) validate(ctx context.Context, app *flotillav1.MyApp, checkNamespace bool) (admission.Warnings, error) {
 	errs, warnings := ValidateMyApp(app)
 	if w.Reader != nil {
 		warnings = append(warnings, w.unknownClusterWarnings(ctx, app)...)
+	}
+	if checkNamespace {
+		nerrs, err := w.validateTargetNamespace(ctx, app)
+		if err != nil {
+			return warnings, err
+		}
+		errs = append(errs, nerrs...)
 	}
 	if len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(flotillav1.GroupVersion.WithKind("MyApp").GroupKind(), app.Name, errs)
 	}
 	return warnings, nil
+}
+
+// validateTargetNamespace refuses a MyApp whose effective target
+// namespace the FleetNamespacePolicies do not allow (pkg/nspolicy). A
+// failure to list the policies is returned as an error, which refuses the
+// request: admission fails closed.
+func (w *MyAppWebhook) validateTargetNamespace(ctx context.Context, app *flotillav1.MyApp) (field.ErrorList, error) {
+	var policies flotillav1.FleetNamespacePolicyList
+	if w.Policies != nil {
+		if err := w.Policies.List(ctx, &policies); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("listing FleetNamespacePolicies to check spec.targetNamespace: %w", err))
+		}
+	}
+	return ValidateTargetNamespace(app, policies.Items), nil
+}
+
+// ValidateTargetNamespace returns a field error on spec.targetNamespace
+// when policies do not allow app's effective target namespace (its own
+// namespace when the field is empty, which is always allowed).
+func ValidateTargetNamespace(app *flotillav1.MyApp, policies []flotillav1.FleetNamespacePolicy) field.ErrorList {
+	d := nspolicy.Decide(app.Namespace, render.TargetNamespace(app), policies)
+	if d.Allowed {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "targetNamespace"), d.TargetNamespace, d.Detail())}
 }
 
 // imageRef is the container image reference grammar:

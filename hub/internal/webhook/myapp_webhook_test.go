@@ -486,3 +486,87 @@ func asJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+func targetNamespace(ns string) func(*flotillav1.MyApp) {
+	return func(a *flotillav1.MyApp) { a.Spec.TargetNamespace = ns }
+}
+
+func TestValidateTargetNamespace(t *testing.T) {
+	grant := flotillav1.FleetNamespacePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop-shared"},
+		Spec:       flotillav1.FleetNamespacePolicySpec{HubNamespaces: []string{"shop"}, MemberNamespaces: []string{"shared-*"}},
+	}
+	tests := []struct {
+		name     string
+		target   string
+		policies []flotillav1.FleetNamespacePolicy
+		// wantDetail is a substring of the one error's detail; empty
+		// means no error.
+		wantDetail string
+	}{
+		{name: "no targetNamespace is the own namespace", target: ""},
+		{name: "the own namespace, named", target: "shop"},
+		{name: "kube-system without a policy", target: "kube-system", wantDetail: `no FleetNamespacePolicy matches hub namespace "shop"`},
+		{name: "another tenant's namespace without a policy", target: "billing", wantDetail: `no FleetNamespacePolicy matches hub namespace "shop"`},
+		{name: "a granted namespace", target: "shared-x", policies: []flotillav1.FleetNamespacePolicy{grant}},
+		{name: "kube-system beside a grant", target: "kube-system", policies: []flotillav1.FleetNamespacePolicy{grant}, wantDetail: "shop-shared grants shared-*"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := ValidateTargetNamespace(validApp(targetNamespace(tt.target)), tt.policies)
+			if tt.wantDetail == "" {
+				if len(errs) != 0 {
+					t.Fatalf("errors = %v, want none", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || errs[0].Field != "spec.targetNamespace" || errs[0].BadValue != tt.target || !strings.Contains(errs[0].Detail, tt.wantDetail) {
+				t.Fatalf("errors = %v, want one on spec.targetNamespace (%q) containing %q", errs, tt.target, tt.wantDetail)
+			}
+		})
+	}
+}
+
+// TestValidateUpdateNeverBlocksDeletionOrMetadata: once a MyApp's grant is
+// withdrawn (here: no policy reader at all, so only its own namespace is
+// allowed), a spec change is refused, but metadata-only updates (the hub
+// adding or removing its finalizer) and updates of a MyApp being deleted
+// are admitted, and so is its deletion.
+func TestValidateUpdateNeverBlocksDeletionOrMetadata(t *testing.T) {
+	w := &MyAppWebhook{}
+	ctx := context.Background()
+	old := validApp(targetNamespace("kube-system"))
+
+	changed := old.DeepCopy()
+	changed.Spec.Image = "registry.example.com/team/web:2.0"
+	_, err := w.ValidateUpdate(ctx, old, changed)
+	if err == nil || !strings.Contains(err.Error(), "spec.targetNamespace") || !strings.Contains(err.Error(), `"kube-system"`) {
+		t.Fatalf("a spec change of a MyApp in a namespace no longer allowed: err = %v, want a refusal naming spec.targetNamespace", err)
+	}
+
+	moved := changed.DeepCopy()
+	moved.Spec.TargetNamespace = ""
+	if _, err := w.ValidateUpdate(ctx, old, moved); err != nil {
+		t.Fatalf("moving the MyApp back to its own namespace was refused: %v", err)
+	}
+
+	finalizer := old.DeepCopy()
+	finalizer.Finalizers = []string{flotillav1.MyAppFinalizer}
+	finalizer.Labels = map[string]string{"team": "a"}
+	if _, err := w.ValidateUpdate(ctx, old, finalizer); err != nil {
+		t.Fatalf("a metadata-only update (finalizer, label) was refused: %v", err)
+	}
+
+	deleting := changed.DeepCopy()
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
+	deleting.Finalizers = nil
+	if _, err := w.ValidateUpdate(ctx, finalizer, deleting); err != nil {
+		t.Fatalf("an update of a MyApp being deleted (finalizer removal) was refused: %v", err)
+	}
+	if _, err := w.ValidateDelete(ctx, old); err != nil {
+		t.Fatalf("deletion was refused: %v", err)
+	}
+	if _, err := w.ValidateCreate(ctx, old); err == nil {
+		t.Fatal("creating a MyApp for kube-system without a policy was admitted")
+	}
+}

@@ -44,7 +44,11 @@ type Config struct {
 	// Address is the hub's sync endpoint, host:port.
 	Address string
 	// TLS is the agent's TLS configuration (see pki.ClientTLSConfig): its
-	// client certificate names the cluster, RootCAs the hub's CA.
+	// client certificate names the cluster, RootCAs the hub's CA. The
+	// client dials a new connection, and so makes a new handshake, for
+	// every stream: a configuration whose GetClientCertificate returns the
+	// newest certificate (pki.DynamicClientTLSConfig) presents a renewed
+	// one from the next stream on, and an open stream keeps going.
 	TLS *tls.Config
 	// Cluster is this agent's cluster. Empty means the one named by the
 	// client certificate in TLS; when set, it must match that one. The hub
@@ -144,14 +148,30 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// clusterFromTLS is the cluster the configuration's client certificate
+// names: the first of Certificates, else the one GetClientCertificate
+// returns now (pki.DynamicClientTLSConfig). A configuration whose
+// certificate comes later (an agent that is still joining) names none, so
+// Config.Cluster must say it.
 func clusterFromTLS(cfg *tls.Config) (string, error) {
-	if len(cfg.Certificates) == 0 || len(cfg.Certificates[0].Certificate) == 0 {
+	var cert *tls.Certificate
+	switch {
+	case len(cfg.Certificates) > 0:
+		cert = &cfg.Certificates[0]
+	case cfg.GetClientCertificate != nil:
+		c, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
+		if err != nil {
+			return "", fmt.Errorf("getting the client certificate: %w", err)
+		}
+		cert = c
+	}
+	if cert == nil || len(cert.Certificate) == 0 {
 		return "", errors.New("the TLS configuration has no client certificate")
 	}
-	leaf := cfg.Certificates[0].Leaf
+	leaf := cert.Leaf
 	if leaf == nil {
 		var err error
-		if leaf, err = x509.ParseCertificate(cfg.Certificates[0].Certificate[0]); err != nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
 			return "", fmt.Errorf("parsing the client certificate: %w", err)
 		}
 	}
@@ -242,6 +262,11 @@ func (c *Client) Run(ctx context.Context) error {
 		c.pruneBlocked.Store(false)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if status.Code(err) == codes.PermissionDenied {
+			if s, ok := c.cfg.Applier.(Stander); ok {
+				s.StandDown(ctx)
+			}
 		}
 		if healthy {
 			// The stream worked; a drop after that is news, not a pattern.

@@ -49,6 +49,18 @@ type Applier interface {
 	SnapshotComplete(ctx context.Context, keep []string, confirmed bool) error
 }
 
+// Stander is implemented by an Applier that can stand down: stop applying
+// and reconciling every Work it holds, deleting nothing and keeping its
+// records, so the objects run on as they are. The client calls it when the
+// hub refuses this agent (PERMISSION_DENIED: the member is not Accepted, is
+// in Push mode, or its certificate was revoked), because then someone else
+// may be applying the member's Works (the hub itself in Push mode), and an
+// agent repairing "drift" from its old copies would fight it. The next
+// accepted stream's snapshot hands the applier everything again.
+type Stander interface {
+	StandDown(ctx context.Context)
+}
+
 // PruneBlockedError says an Applier's deletion brake held a prune: it
 // would delete WouldDelete of the Held objects the member holds, those of
 // Works. Nothing was deleted.

@@ -93,19 +93,28 @@ func decodeHello(m *syncv1.Hello) (*hello, error) {
 // Work outside cluster's namespace is refused whatever else it holds: an
 // agent may speak only for its own cluster.
 func decodeStatus(m *syncv1.StatusReport, cluster string) (string, *v1alpha1.WorkStatus, error) {
-	if want := v1alpha1.ClusterNamespace(cluster); m.GetNamespace() != want {
-		return "", nil, status.Errorf(codes.PermissionDenied,
-			"the certificate for cluster %q may report only on Works in namespace %q, not on %q in %q",
-			cluster, want, truncate.String(m.GetName(), maxQuoted), truncate.String(m.GetNamespace(), maxQuoted))
-	}
-	if err := wire.ValidateWorkName(m.GetName()); err != nil {
-		return "", nil, invalid("status: %v", err)
+	if err := checkStatusTarget(m, cluster); err != nil {
+		return "", nil, err
 	}
 	st, err := wire.DecodeWorkStatus(m.GetStatus())
 	if err != nil {
 		return "", nil, invalid("status of work %q: %v", m.GetName(), err)
 	}
 	return m.GetName(), st, nil
+}
+
+// checkStatusTarget checks, before the report is paced or decoded, that
+// it names a valid Work of cluster's namespace.
+func checkStatusTarget(m *syncv1.StatusReport, cluster string) error {
+	if want := v1alpha1.ClusterNamespace(cluster); m.GetNamespace() != want {
+		return status.Errorf(codes.PermissionDenied,
+			"the certificate for cluster %q may report only on Works in namespace %q, not on %q in %q",
+			cluster, want, truncate.String(m.GetName(), maxQuoted), truncate.String(m.GetNamespace(), maxQuoted))
+	}
+	if err := wire.ValidateWorkName(m.GetName()); err != nil {
+		return invalid("status: %v", err)
+	}
+	return nil
 }
 
 func decodeRefusal(m *syncv1.Refusal) (Refusal, error) {

@@ -43,6 +43,37 @@ type ClusterRegistry interface {
 	ClusterKnown(ctx context.Context, cluster string) (bool, error)
 }
 
+// RevocationChecker is implemented by a ClusterRegistry that knows which
+// agent certificates are revoked. The hub's answers from the
+// MemberCluster cache (spec.revokedCertificates). The server asks on
+// every RPC, and again for a live stream whenever ClusterChanged is
+// called; a registry without it revokes nothing.
+type RevocationChecker interface {
+	// Revoked reports whether the certificate with this SHA-256
+	// fingerprint (lower-case hex of the DER) is revoked for cluster. An
+	// unknown cluster revokes nothing (ClusterKnown refuses it). An error
+	// is a failure to find out, not a "no".
+	Revoked(ctx context.Context, cluster, fingerprint string) (bool, error)
+}
+
+// AdmissionChecker is implemented by a ClusterRegistry that decides
+// whether the member a verified certificate names may be served at all.
+// The hub's admits a MemberCluster that is Accepted and, when the
+// certificate carries a member UID (a join-issued one), whose UID it is:
+// a MemberCluster deleted and created again under the same name refuses
+// the old certificates. The server asks on every authenticated RPC, and
+// again for a live stream whenever ClusterChanged is called; a registry
+// without it admits every known cluster.
+type AdmissionChecker interface {
+	// Admitted reports whether cluster's agent, presenting a certificate
+	// that carries memberUID ("" for none), may be served; when it may
+	// not, why says so for a person, naming what to do (it becomes the
+	// PERMISSION_DENIED status's message). An unknown cluster is
+	// admitted (ClusterKnown refuses it). An error is a failure to find
+	// out, not a "no".
+	Admitted(ctx context.Context, cluster, memberUID string) (admitted bool, why string, err error)
+}
+
 // StatusSink receives the status agents report for their Works. It is
 // called on the reporting agent's stream, one report at a time, so a slow
 // sink slows that agent's reports (which the agent coalesces) and no one

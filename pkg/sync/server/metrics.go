@@ -35,6 +35,10 @@ type metrics struct {
 	// deletionsPending is written only under Server.mu, by the cluster's
 	// current stream (see session.setDeletesWaiting).
 	deletionsPending *prometheus.GaugeVec
+	// statusClamped and connectsLimited count what the limits on agent
+	// input cut (see clampStatus, statusPacer, connectLimiter).
+	statusClamped   *prometheus.CounterVec
+	connectsLimited *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -77,8 +81,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "flotilla_sync_deletions_pending",
 			Help: "WorkDeletes for a cluster's agent that wait for the per-member delete rate limit (the hub's --member-delete-rate and --member-delete-burst); above zero for long means the hub is deleting much more than usual on that member.",
 		}, []string{"cluster"}),
+		statusClamped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_sync_status_clamped_total",
+			Help: "Parts of agents' status reports the hub dropped or clamped before they reached Work status, by cluster and what (work_unknown, generation_ahead, condition_type, condition_reason, condition_invalid, condition_count, message, manifest_unknown, manifest_duplicate, workload, count_negative, count_above_bound, rate_backlog_full). An honest agent causes none but work_unknown, for a Work deleted while it reported.",
+		}, []string{"cluster", "what"}),
+		connectsLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_sync_connects_limited_total",
+			Help: "Streams refused with RESOURCE_EXHAUSTED because their cluster opened streams faster than the hub's --member-connect-rate allows, by cluster.",
+		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.orphaned, m.deletionsPending} {
+	for _, c := range []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.orphaned, m.deletionsPending, m.statusClamped, m.connectsLimited} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -14,13 +14,47 @@ import (
 // upserts and orphans of other Works go on at once. Only the stream's send
 // loop uses it.
 type deletePacer struct {
-	limiter *rate.Limiter
+	tokenTimer
 	waiting *list.List               // Work names, oldest first
 	index   map[string]*list.Element // name -> its element in waiting
+	logged  bool                     // the first wait of this stream was logged
+}
+
+// tokenTimer is a token bucket with a timer that fires when its next
+// token is due, so a pacer's waiting work resumes from the stream's select
+// loop instead of a goroutine of its own. The delete and status pacers
+// embed it.
+type tokenTimer struct {
+	limiter *rate.Limiter
 	timer   *time.Timer
 	armed   bool // the timer runs (or fired and is not handled yet)
-	logged  bool // the first wait of this stream was logged
 }
+
+func newTokenTimer(r float64, burst int) tokenTimer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return tokenTimer{limiter: rate.NewLimiter(rate.Limit(r), burst), timer: t}
+}
+
+// arm starts the timer for the next token, unless it already runs.
+func (t *tokenTimer) arm(now time.Time) {
+	if t.armed {
+		return
+	}
+	// The time until one whole token, rounded up to a millisecond so the
+	// timer does not fire a hair early and find 0.9999 tokens.
+	// A very low rate is checked again after an hour rather than
+	// overflow the duration.
+	d := time.Millisecond
+	if need := 1 - t.limiter.TokensAt(now); need > 0 {
+		d += time.Duration(min(need/float64(t.limiter.Limit()), time.Hour.Seconds()) * float64(time.Second))
+	}
+	t.timer.Reset(d)
+	t.armed = true
+}
+
+// fired records that the timer's tick was received.
+func (t *tokenTimer) fired() { t.armed = false }
 
 // newDeletePacer returns a pacer of r deletes per second after burst at
 // once, or nil (no pacing) for a negative or infinite r.
@@ -28,13 +62,10 @@ func newDeletePacer(r float64, burst int) *deletePacer {
 	if r < 0 || math.IsInf(r, 1) {
 		return nil
 	}
-	t := time.NewTimer(time.Hour)
-	t.Stop()
 	return &deletePacer{
-		limiter: rate.NewLimiter(rate.Limit(r), burst),
-		waiting: list.New(),
-		index:   make(map[string]*list.Element),
-		timer:   t,
+		tokenTimer: newTokenTimer(r, burst),
+		waiting:    list.New(),
+		index:      make(map[string]*list.Element),
 	}
 }
 
@@ -79,26 +110,6 @@ func (p *deletePacer) remove(name string) bool {
 }
 
 func (p *deletePacer) len() int { return p.waiting.Len() }
-
-// arm starts the timer for the next token, unless it already runs.
-func (p *deletePacer) arm(now time.Time) {
-	if p.armed {
-		return
-	}
-	// The time until one whole token, rounded up to a millisecond so the
-	// timer does not fire a hair early and find 0.9999 tokens.
-	// A very low rate is checked again after an hour rather than
-	// overflow the duration.
-	d := time.Millisecond
-	if need := 1 - p.limiter.TokensAt(now); need > 0 {
-		d += time.Duration(min(need/float64(p.limiter.Limit()), time.Hour.Seconds()) * float64(time.Second))
-	}
-	p.timer.Reset(d)
-	p.armed = true
-}
-
-// fired records that the timer's tick was received.
-func (p *deletePacer) fired() { p.armed = false }
 
 func (p *deletePacer) stop() {
 	if p != nil {

@@ -53,6 +53,72 @@ const (
 	DefaultDeleteRate  = 2.0
 )
 
+// Defaults for the connection hygiene fields of Config.
+const (
+	// DefaultMaxStreamsPerConnection: an agent needs one Sync stream and
+	// at most a health check beside it on a connection (it dials a new
+	// connection for every stream), so 4 leaves room and stops a peer
+	// from multiplying handlers over one handshake.
+	DefaultMaxStreamsPerConnection = 4
+	// DefaultMaxConnectionIdle closes a connection that has had no RPC
+	// for 5 minutes: an agent's connection always carries its Sync
+	// stream, so only leftovers (a health probe's, an agent's whose
+	// stream ended) are idle.
+	DefaultMaxConnectionIdle = 5 * time.Minute
+	// DefaultMaxConnectionAge and DefaultMaxConnectionAgeGrace: after a
+	// day (gRPC adds up to 10% jitter, so a fleet does not come back at
+	// once) the hub sends GOAWAY, which only stops new RPCs on the
+	// connection; the Sync stream on it goes on for the grace, 10 minutes,
+	// and then ends with UNAVAILABLE. The agent reconnects at once (a
+	// stream that worked resets its backoff), on a new connection with a
+	// new TLS handshake, so the certificate is verified again against the
+	// CAs the hub trusts now, and its hello lists what it holds, so the
+	// snapshot sends only what changed: a daily resync that costs little
+	// and bounds how long one handshake is trusted. Expiry, revocation
+	// and deletion of the MemberCluster end a stream at once on their
+	// own; the age is not what enforces them.
+	DefaultMaxConnectionAge      = 24 * time.Hour
+	DefaultMaxConnectionAgeGrace = 10 * time.Minute
+	// DefaultHandshakeTimeout bounds the TLS handshake, and how long a
+	// connection may stay without proving an agent certificate in an RPC
+	// (see connGuard): an agent does both in milliseconds.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultMaxPendingConnections bounds the connections that have not
+	// proved an agent certificate (see connGuard). A whole fleet
+	// reconnecting after a hub restart passes through this in
+	// milliseconds per agent, spread by the agents' jittered backoff.
+	DefaultMaxPendingConnections = 256
+)
+
+// Defaults of the limits on what one member's agent can make the hub do
+// (see pkg/sync, Bounded input).
+const (
+	// DefaultMaxRecvMessageBytes bounds each message from an agent. The
+	// largest an honest agent sends is its hello, about 100 bytes per Work
+	// it holds, so 1 MiB serves members of some 10,000 Works; a status
+	// report, clamped to a few kilobytes, is far smaller. Messages to
+	// agents keep MaxMessageBytes: they carry whole Works.
+	DefaultMaxRecvMessageBytes = 1 << 20
+	// DefaultStatusRate and DefaultStatusBurst pace the status reports
+	// the hub takes from each member: 1,000 at once (a reconnect re-sends
+	// the status of every Work, and a member of up to 1,000 Works passes
+	// at once), then 50 per second; more wait, coalesced per Work, and
+	// arrive late rather than use up the hub's apiserver budget, which
+	// all members share.
+	DefaultStatusRate  = 50.0
+	DefaultStatusBurst = 1000
+	// DefaultStatusBacklogBytes bounds, per stream, the reports waiting
+	// for DefaultStatusRate (their wire size).
+	DefaultStatusBacklogBytes = 8 << 20
+	// DefaultConnectRate and DefaultConnectBurst limit how often one
+	// cluster may open a stream: 10 at once, then one per second. The
+	// agent backs off from 0.5 to 5 seconds between attempts, so an agent
+	// that keeps failing settles below the rate; one that reconnects in
+	// a tight loop is refused with RESOURCE_EXHAUSTED.
+	DefaultConnectRate  = 1.0
+	DefaultConnectBurst = 10
+)
+
 // Config is what a Server needs. Works, Clusters and TLS are required.
 type Config struct {
 	// FleetID is the hub's persistent identity, sent to every agent in
@@ -71,6 +137,12 @@ type Config struct {
 	// Agents receives connect, disconnect and heartbeat events; nil drops
 	// them.
 	Agents AgentSink
+	// Bootstrap, when set, is served beside Sync: the hub's join service
+	// (Register, Renew, Certificate). Register and Certificate need no
+	// client certificate and are limited by BootstrapRate and
+	// BootstrapBurst per peer address; Renew needs one like Sync does.
+	// nil: the server serves no Bootstrap (a hub without a CA key).
+	Bootstrap syncv1.BootstrapServer
 
 	// TLS is the server's TLS configuration (see pki.ServerTLSConfig). Its
 	// ClientCAs are the CAs whose agent certificates are accepted: the
@@ -87,8 +159,8 @@ type Config struct {
 	// MaxQueueDepth bounds each agent's queue of changed Works (see
 	// queue). Zero means DefaultMaxQueueDepth.
 	MaxQueueDepth int
-	// MaxMessageBytes bounds every message, both ways. Zero means
-	// DefaultMaxMessageBytes.
+	// MaxMessageBytes bounds every message to agents. Zero means
+	// DefaultMaxMessageBytes. (Messages from agents: MaxRecvMessageBytes.)
 	MaxMessageBytes int
 	// HelloTimeout is how long a new stream may take to send its hello.
 	// Zero means DefaultHelloTimeout.
@@ -115,6 +187,136 @@ type Config struct {
 	// limit off. A negative DeleteBurst or a NaN DeleteRate is an error.
 	DeleteRate  float64
 	DeleteBurst int
+
+	// Connection hygiene: how many streams one connection may carry, when
+	// idle and old connections are closed, how long the TLS handshake
+	// may take and how many connections may be open without having
+	// proved an agent certificate (see connGuard and the Default*
+	// constants for why these values). Zero means the default; a negative
+	// value is an error. MaxConnectionAgeGrace must leave the agent time
+	// to move: it may not be shorter than a second.
+	MaxStreamsPerConnection int
+	MaxConnectionIdle       time.Duration
+	MaxConnectionAge        time.Duration
+	MaxConnectionAgeGrace   time.Duration
+	HandshakeTimeout        time.Duration
+	MaxPendingConnections   int
+	// Limits on what one member's agent can make the hub do (see
+	// pkg/sync, Bounded input). Zero values mean the defaults.
+	//
+	// MaxRecvMessageBytes bounds every message from an agent; a larger
+	// one ends its stream with RESOURCE_EXHAUSTED (the hub's
+	// --sync-max-recv-message-bytes). Negative is an error.
+	MaxRecvMessageBytes int
+	// StatusRate and StatusBurst pace each stream's status reports
+	// (--member-status-rate, --member-status-burst); reports beyond them
+	// wait, the latest per Work, in a backlog of at most
+	// StatusBacklogBytes. A negative (or infinite) StatusRate turns the
+	// pacing off; NaN, a negative burst or backlog is an error.
+	StatusRate         float64
+	StatusBurst        int
+	StatusBacklogBytes int
+	// ConnectRate and ConnectBurst limit how often each cluster may open
+	// a stream (--member-connect-rate, --member-connect-burst); a
+	// stream over the limit is refused with RESOURCE_EXHAUSTED. A negative
+	// (or infinite) ConnectRate turns the limit off; NaN or a negative
+	// burst is an error.
+	ConnectRate  float64
+	ConnectBurst int
+	// BootstrapRate and BootstrapBurst limit how often each peer address
+	// may call the Bootstrap RPCs that need no certificate (--bootstrap-rate,
+	// --bootstrap-burst); a call over the limit is refused with
+	// RESOURCE_EXHAUSTED. A negative (or infinite) BootstrapRate turns the
+	// limit off; NaN or a negative burst is an error.
+	BootstrapRate  float64
+	BootstrapBurst int
+}
+
+// connDefaults fills in and checks the connection hygiene fields.
+func (c *Config) connDefaults() error {
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MaxConnectionIdle", c.MaxConnectionIdle},
+		{"MaxConnectionAge", c.MaxConnectionAge},
+		{"MaxConnectionAgeGrace", c.MaxConnectionAgeGrace},
+		{"HandshakeTimeout", c.HandshakeTimeout},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("sync server: Config.%s is %s; it must not be negative (0 means the default)", f.name, f.v)
+		}
+	}
+	if c.MaxStreamsPerConnection < 0 || int64(c.MaxStreamsPerConnection) > math.MaxUint32 {
+		return fmt.Errorf("sync server: Config.MaxStreamsPerConnection is %d; give a positive number (0 means the default, %d)", c.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection)
+	}
+	if c.MaxPendingConnections < 0 {
+		return fmt.Errorf("sync server: Config.MaxPendingConnections is %d; it must not be negative (0 means the default, %d)", c.MaxPendingConnections, DefaultMaxPendingConnections)
+	}
+	if c.MaxConnectionAgeGrace > 0 && c.MaxConnectionAgeGrace < time.Second {
+		return fmt.Errorf("sync server: Config.MaxConnectionAgeGrace is %s; give at least 1s, so a stream is not cut the moment its connection ages", c.MaxConnectionAgeGrace)
+	}
+	if c.MaxStreamsPerConnection == 0 {
+		c.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
+	}
+	if c.MaxConnectionIdle == 0 {
+		c.MaxConnectionIdle = DefaultMaxConnectionIdle
+	}
+	if c.MaxConnectionAge == 0 {
+		c.MaxConnectionAge = DefaultMaxConnectionAge
+	}
+	if c.MaxConnectionAgeGrace == 0 {
+		c.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.MaxPendingConnections == 0 {
+		c.MaxPendingConnections = DefaultMaxPendingConnections
+	}
+	return nil
+}
+
+// inputLimitDefaults checks and fills in the limits on agent input.
+func (c *Config) inputLimitDefaults() error {
+	if c.MaxRecvMessageBytes < 0 {
+		return fmt.Errorf("sync server: Config.MaxRecvMessageBytes is %d; it must not be negative (0 means the default, %d)", c.MaxRecvMessageBytes, DefaultMaxRecvMessageBytes)
+	}
+	if c.MaxRecvMessageBytes == 0 {
+		c.MaxRecvMessageBytes = DefaultMaxRecvMessageBytes
+	}
+	for _, f := range []struct {
+		name     string
+		rate     *float64
+		burst    *int
+		defRate  float64
+		defBurst int
+		unit     string
+	}{
+		{"Status", &c.StatusRate, &c.StatusBurst, DefaultStatusRate, DefaultStatusBurst, "reports"},
+		{"Connect", &c.ConnectRate, &c.ConnectBurst, DefaultConnectRate, DefaultConnectBurst, "connects"},
+		{"Bootstrap", &c.BootstrapRate, &c.BootstrapBurst, DefaultBootstrapRate, DefaultBootstrapBurst, "join requests"},
+	} {
+		if math.IsNaN(*f.rate) {
+			return fmt.Errorf("sync server: Config.%sRate is NaN; give %s per second, 0 for the default, or a negative value for no limit", f.name, f.unit)
+		}
+		if *f.rate == 0 {
+			*f.rate = f.defRate
+		}
+		if *f.burst < 0 {
+			return fmt.Errorf("sync server: Config.%sBurst is %d; it must not be negative (0 means the default, %d)", f.name, *f.burst, f.defBurst)
+		}
+		if *f.burst == 0 {
+			*f.burst = f.defBurst
+		}
+	}
+	if c.StatusBacklogBytes < 0 {
+		return fmt.Errorf("sync server: Config.StatusBacklogBytes is %d; it must not be negative (0 means the default, %d)", c.StatusBacklogBytes, DefaultStatusBacklogBytes)
+	}
+	if c.StatusBacklogBytes == 0 {
+		c.StatusBacklogBytes = DefaultStatusBacklogBytes
+	}
+	return nil
 }
 
 func (c *Config) defaults() error {
@@ -157,10 +359,13 @@ func (c *Config) defaults() error {
 	if c.DeleteBurst == 0 {
 		c.DeleteBurst = DefaultDeleteBurst
 	}
+	if err := c.inputLimitDefaults(); err != nil {
+		return err
+	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
-	return nil
+	return c.connDefaults()
 }
 
 // Server is the hub side of the sync protocol: a gRPC server for the Sync
@@ -173,6 +378,8 @@ type Server struct {
 	metrics *metrics
 	grpc    *grpc.Server
 	health  *health.Server
+	// conns bounds the connections that have not authenticated.
+	conns *connGuard
 
 	// stopCtx ends when Stop is called; every stream watches it.
 	stopCtx context.Context
@@ -187,6 +394,13 @@ type Server struct {
 	nextID   uint64
 
 	fleetID atomic.Pointer[string]
+	// connects limits how often each cluster opens a stream (nil: no
+	// limit).
+	connects *connectLimiter
+	// bootstraps limits, per peer address, the Bootstrap RPCs that need
+	// no certificate (nil: no limit).
+	bootstraps *connectLimiter
+
 	// epochs hands out HubHello epochs: it starts from the server's start
 	// time in microseconds, so epochs do not repeat across hub restarts,
 	// and grows by one per stream.
@@ -210,22 +424,38 @@ func New(cfg Config) (*Server, error) {
 		metrics:  m,
 		health:   health.NewServer(),
 		sessions: make(map[string]*session),
+		connects: newConnectLimiter(cfg.ConnectRate, cfg.ConnectBurst),
+
+		bootstraps: newConnectLimiter(cfg.BootstrapRate, cfg.BootstrapBurst),
 	}
+	s.conns = newConnGuard(cfg.MaxPendingConnections, cfg.HandshakeTimeout, s.log)
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	s.epochs.Store(uint64(time.Now().UnixMicro()))
 	if cfg.FleetID != "" {
 		s.SetFleetID(cfg.FleetID)
 	}
 	s.grpc = grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(cfg.TLS)),
+		grpc.Creds(guardCreds{TransportCredentials: credentials.NewTLS(cfg.TLS)}),
+		// Every RPC, the health service's too, must come from an agent:
+		// the interceptors authenticate and put the Identity in the
+		// context (see auth.go).
+		grpc.ChainUnaryInterceptor(s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.streamAuth),
+		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConnection)),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 		// The Sync handler receives raw bytes and decodes them itself,
 		// so malformed input ends the stream with INVALID_ARGUMENT.
 		grpc.ForceServerCodecV2(wire.Codec{}),
-		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		// Agents' messages are small (see DefaultMaxRecvMessageBytes);
+		// the hub's carry whole Works.
+		grpc.MaxRecvMsgSize(cfg.MaxRecvMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    cfg.KeepaliveTime,
-			Timeout: cfg.KeepaliveTimeout,
+			Time:                  cfg.KeepaliveTime,
+			Timeout:               cfg.KeepaliveTimeout,
+			MaxConnectionIdle:     cfg.MaxConnectionIdle,
+			MaxConnectionAge:      cfg.MaxConnectionAge,
+			MaxConnectionAgeGrace: cfg.MaxConnectionAgeGrace,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: cfg.MinPingInterval,
@@ -237,13 +467,19 @@ func New(cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(syncv1.Sync_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if cfg.Bootstrap != nil {
+		syncv1.RegisterBootstrapServer(s.grpc, cfg.Bootstrap)
+		s.health.SetServingStatus(syncv1.Bootstrap_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 	return s, nil
 }
 
 // Serve accepts connections on lis until Stop is called. It returns nil
-// after Stop.
+// after Stop. Connections that have not proved an agent certificate are
+// bounded in number and time (Config.MaxPendingConnections and
+// HandshakeTimeout; see connGuard).
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.grpc.Serve(lis)
+	err := s.grpc.Serve(&guardedListener{Listener: lis, guard: s.conns})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -352,6 +588,24 @@ func (s *Server) Stats(cluster string) (st Stats, ok bool) {
 	st.SnapshotSent = sess.snapshotSent.Load()
 	st.DeletionsPending = int(sess.deletesWaiting.Load())
 	return st, true
+}
+
+// ConnStats describes the connections that have not proved an agent
+// certificate, for tests and debugging.
+type ConnStats struct {
+	// Pending is how many are open now (at most
+	// Config.MaxPendingConnections).
+	Pending int
+	// Evicted and Expired count those closed since the server started:
+	// to make room for a newer one, and for staying pending longer than
+	// Config.HandshakeTimeout.
+	Evicted, Expired uint64
+}
+
+// ConnStats returns the server's ConnStats.
+func (s *Server) ConnStats() ConnStats {
+	p, ev, ex := s.conns.counts()
+	return ConnStats{Pending: p, Evicted: ev, Expired: ex}
 }
 
 // register makes sess the current stream of its cluster, replacing (and

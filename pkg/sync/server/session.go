@@ -12,12 +12,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/sync/internal/wire"
 	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
 )
@@ -26,10 +24,12 @@ import (
 type session struct {
 	srv     *Server
 	cluster string
-	id      uint64
-	info    AgentInfo
-	log     logr.Logger
-	stream  syncv1.Sync_ConnectServer
+	// ident is what the agent's certificate proved (see auth.go).
+	ident  Identity
+	id     uint64
+	info   AgentInfo
+	log    logr.Logger
+	stream syncv1.Sync_ConnectServer
 
 	// ctx ends with the stream; its cause is the status the stream ends
 	// with when the server ends it (replaced, queue overflow, shutdown).
@@ -54,6 +54,10 @@ type session struct {
 	// send loop touches it. deletesWaiting mirrors its backlog for Stats.
 	pacer          *deletePacer
 	deletesWaiting atomic.Int64
+
+	// status paces this stream's status reports (nil: no limit); only
+	// the handler goroutine touches it.
+	status *statusPacer
 
 	// pruned are the held Works the snapshot left out, which the agent's
 	// prune removes: when it reports SnapshotPruned, they are gone (less
@@ -150,12 +154,19 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 		return errShuttingDown
 	}
 
-	cluster, identity, err := s.authenticate(ctx)
-	if err != nil {
-		s.log.Info("refused sync stream", "reason", err)
-		return err
+	// The interceptor (streamAuth) proved the certificate, and ends ctx
+	// when it expires.
+	ident, ok := IdentityFromContext(ctx)
+	if !ok {
+		return status.Error(codes.Internal, "the stream reached the handler without an authenticated identity; this is a bug in the hub")
 	}
+	cluster := ident.Cluster
 	log := s.log.WithValues("cluster", cluster)
+	if ok, wait := s.connects.allow(cluster, time.Now()); !ok {
+		s.metrics.connectsLimited.WithLabelValues(cluster).Inc()
+		return status.Errorf(codes.ResourceExhausted,
+			"cluster %q opens streams faster than the hub allows (the hub's --member-connect-rate); retry in %s", cluster, wait.Round(time.Millisecond))
+	}
 	known, err := s.cfg.Clusters.ClusterKnown(ctx, cluster)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "could not check whether cluster %q is registered: %v", cluster, err)
@@ -222,6 +233,7 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 	sess := &session{
 		srv:     s,
 		cluster: cluster,
+		ident:   ident,
 		stream:  stream,
 		ctx:     ctx,
 		cancel:  cancel,
@@ -229,8 +241,9 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 		epoch:   epoch,
 		confirm: make(chan struct{}, 1),
 		pacer:   newDeletePacer(s.cfg.DeleteRate, s.cfg.DeleteBurst),
+		status:  newStatusPacer(s.cfg.StatusRate, s.cfg.StatusBurst, s.cfg.StatusBacklogBytes),
 		info: AgentInfo{
-			Identity:          identity,
+			Identity:          ident.URI,
 			Version:           h.version,
 			Instance:          h.instance,
 			KubernetesVersion: h.kubernetesVersion,
@@ -257,6 +270,11 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 
 	s.register(sess)
 	defer func() { s.unregister(sess, err) }()
+	// The MemberCluster may have been deleted, or this certificate
+	// revoked, between the checks above and register, when
+	// ClusterChanged found no stream to end: look again now that it
+	// would find this one.
+	sess.recheck()
 	sess.log.Info("agent connected", "peer", sess.info.Peer, "version", h.version, "instance", h.instance, "held", len(h.held), "epoch", epoch)
 
 	// The send loop runs on its own goroutine so that a Send blocked by a
@@ -270,10 +288,16 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 	}()
 
 	defer func() { sess.log.Info("agent stream ended", "code", status.Code(err).String(), "reason", err) }()
+	defer sess.status.stop()
 	for {
 		select {
 		case m := <-in:
 			if err := sess.handle(m); err != nil {
+				return err
+			}
+		case <-sess.status.ready():
+			sess.status.fired()
+			if err := sess.handleWaitingStatus(); err != nil {
 				return err
 			}
 		case err := <-recvErr:
@@ -281,13 +305,56 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 				// The agent closed its side: a clean goodbye.
 				return nil
 			}
+			if status.Code(err) == codes.ResourceExhausted {
+				return s.recvLimitHint(err)
+			}
 			return streamError(ctx, err)
 		case err := <-sendErr:
 			return streamError(ctx, err)
 		case <-ctx.Done():
+			if err := s.refusedAboveLimit(ctx, recvErr); err != nil {
+				return err
+			}
 			return streamError(ctx, ctx.Err())
 		}
 	}
+}
+
+// recvLimitHint adds to gRPC's refusal of a message above the receive
+// limit which limit it is and how to raise it: an honest agent of a very
+// large member (its hello lists every Work it holds) hits it too. gRPC has
+// answered the agent already with its own message; this one is for the
+// hub's log and the MemberCluster's Connected condition.
+func (s *Server) recvLimitHint(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return err
+	}
+	return status.Errorf(codes.ResourceExhausted,
+		"%s; messages from agents are limited to %d bytes (the hub's --sync-max-recv-message-bytes)", st.Message(), s.cfg.MaxRecvMessageBytes)
+}
+
+// refusedAboveLimit finds out, when the stream's context ended without a
+// cause from the server, whether gRPC ended it for a message above the
+// receive limit: gRPC answers the agent itself and cancels the stream, so
+// the handler may see the cancellation before the receive loop's error.
+// It waits for that error a moment (the receive loop returns as soon as
+// the stream ends) and returns it with recvLimitHint; nil for any other
+// end.
+func (s *Server) refusedAboveLimit(ctx context.Context, recvErr <-chan error) error {
+	if _, ok := status.FromError(context.Cause(ctx)); ok {
+		return nil
+	}
+	t := time.NewTimer(200 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case err := <-recvErr:
+		if status.Code(err) == codes.ResourceExhausted {
+			return s.recvLimitHint(err)
+		}
+	case <-t.C:
+	}
+	return nil
 }
 
 // streamError picks the status the stream ends with: the cause the server
@@ -303,32 +370,6 @@ func streamError(ctx context.Context, err error) error {
 		return err
 	}
 	return status.Error(codes.Internal, err.Error())
-}
-
-// authenticate finds the cluster the peer's certificate names. The
-// transport asked for a certificate but did not insist (so that health
-// probes work and a stranger hears why it is refused); here a verified
-// agent certificate is required.
-func (s *Server) authenticate(ctx context.Context) (cluster, identity string, err error) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return "", "", status.Error(codes.Unauthenticated, "no peer information; the sync service is served only over TLS")
-	}
-	tlsInfo, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return "", "", status.Error(codes.Unauthenticated, "connection is not TLS; agents must connect with mutual TLS")
-	}
-	chain := tlsInfo.State.PeerCertificates
-	if len(chain) == 0 {
-		return "", "", status.Error(codes.Unauthenticated,
-			"no client certificate: an agent must present its cluster's certificate from the hub's CA (flotilla-pki agent <cluster>)")
-	}
-	cluster, err = pki.VerifyAgent(chain, s.cfg.TLS.ClientCAs, time.Now())
-	if err != nil {
-		return "", "", status.Errorf(codes.Unauthenticated,
-			"%v; an agent must present its cluster's certificate issued by the hub's CA (flotilla-pki agent <cluster>)", err)
-	}
-	return cluster, pki.ClusterURI(cluster).String(), nil
 }
 
 // refused records an agent's refusal of this hub and ends its stream. The
@@ -366,10 +407,16 @@ func (s *Server) awaitHello(ctx context.Context, in <-chan *syncv1.AgentMessage,
 		if errors.Is(err, io.EOF) {
 			return nil, invalid("stream closed before hello")
 		}
+		if status.Code(err) == codes.ResourceExhausted {
+			return nil, s.recvLimitHint(err)
+		}
 		return nil, streamError(ctx, err)
 	case <-timer.C:
 		return nil, status.Errorf(codes.DeadlineExceeded, "no hello within %s", s.cfg.HelloTimeout)
 	case <-ctx.Done():
+		if err := s.refusedAboveLimit(ctx, recvErr); err != nil {
+			return nil, err
+		}
 		return nil, streamError(ctx, ctx.Err())
 	}
 }
@@ -402,12 +449,15 @@ func (sess *session) handle(m *syncv1.AgentMessage) error {
 	s.metrics.received.WithLabelValues(messageType(m)).Inc()
 	switch k := m.GetKind().(type) {
 	case *syncv1.AgentMessage_Status:
-		name, st, err := decodeStatus(k.Status, sess.cluster)
-		if err != nil {
+		if err := checkStatusTarget(k.Status, sess.cluster); err != nil {
 			return err
 		}
-		if s.cfg.Status != nil {
-			s.cfg.Status.WorkStatus(sess.ctx, sess.cluster, name, st)
+		now, kept := sess.status.admit(k.Status.GetName(), k.Status, time.Now())
+		if !kept {
+			s.metrics.statusClamped.WithLabelValues(sess.cluster, clampRateBacklogFull).Inc()
+		}
+		if now {
+			return sess.handleStatus(k.Status)
 		}
 	case *syncv1.AgentMessage_Heartbeat:
 		rs, err := decodeHeartbeat(k.Heartbeat)
@@ -450,6 +500,56 @@ func (sess *session) handle(m *syncv1.AgentMessage) error {
 		return invalid("refusal may only be the first message on a stream")
 	default:
 		return invalid("empty or unknown agent message")
+	}
+	return nil
+}
+
+// maxStatusPerTick bounds the waiting reports handled in one go, so that
+// the messages behind them (heartbeats above all) wait at most that many
+// reports.
+const maxStatusPerTick = 64
+
+// handleWaitingStatus handles the status reports that wait for the status
+// rate, oldest Work first, while there are tokens.
+func (sess *session) handleWaitingStatus() error {
+	for range maxStatusPerTick {
+		m, ok := sess.status.next(time.Now())
+		if !ok {
+			return nil
+		}
+		if err := sess.handleStatus(m); err != nil {
+			return err
+		}
+	}
+	if sess.status.backlogLen() > 0 {
+		sess.status.arm(time.Now())
+	}
+	return nil
+}
+
+// handleStatus decodes a status report whose target was checked, clamps it
+// to what the agent may write (clampStatus) and hands it to the sink. A
+// report that does not decode ends the stream; one whose parts are out of
+// bounds is clamped and counted.
+func (sess *session) handleStatus(m *syncv1.StatusReport) error {
+	s := sess.srv
+	name, st, err := decodeStatus(m, sess.cluster)
+	if err != nil {
+		return err
+	}
+	work, err := s.cfg.Works.GetWork(sess.cluster, name)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "reading Work %q of cluster %q: %v", name, sess.cluster, err)
+	}
+	out, cut := clampStatus(work, st)
+	for what, n := range cut {
+		s.metrics.statusClamped.WithLabelValues(sess.cluster, what).Add(float64(n))
+	}
+	if len(cut) > 0 && !(len(cut) == 1 && cut[clampWorkUnknown] > 0) {
+		sess.log.V(1).Info("clamped the agent's status report", "work", name, "cut", cut)
+	}
+	if out != nil && s.cfg.Status != nil {
+		s.cfg.Status.WorkStatus(sess.ctx, sess.cluster, name, out)
 	}
 	return nil
 }

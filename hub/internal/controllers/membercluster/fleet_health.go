@@ -22,9 +22,10 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
 
-// The hub's status ConfigMap, where it reports the partition brake.
+// The hub's status ConfigMap, where it reports the partition brake; it
+// lives in the hub's own namespace, so the namespaced Role grants it.
 //
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update,namespace=flotilla-system
 
 // EvictionOptions configure the partition brake and the eviction rate
 // limit; zero values mean the defaults.
@@ -144,7 +145,7 @@ func (r *Reconciler) decideTaint(ctx context.Context, mc *flotillav1.MemberClust
 		}
 		agent, known := r.Tracker.snapshot(m.Name)
 		mh := computeHealth(healthInput{now: now, grace: r.Grace, since: since, agent: agent, known: known,
-			recorded: m.Status.LastHeartbeatTime, conditions: m.Status.Conditions})
+			recorded: m.Status.LastHeartbeatTime, conditions: m.Status.Conditions, name: m.Name, acceptance: m.Spec.Acceptance})
 		lost[m.Name] = mh.lost
 		ref := mh.lastHeartbeat
 		if !ref.IsZero() && !known && since.After(ref) {

@@ -287,9 +287,12 @@ func TestPartitionBrakeHoldsWhenMostMembersFallSilent(t *testing.T) {
 		}
 		return nil
 	})
-	if v := gaugeValue(partitionBrakeActive); v != 1 {
-		t.Errorf("flotilla_partition_brake_active = %v, want 1", v)
-	}
+	eventuallyErr(t, "flotilla_partition_brake_active 1", func() error {
+		if v := gaugeValue(partitionBrakeActive); v != 1 {
+			return fmt.Errorf("flotilla_partition_brake_active = %v", v)
+		}
+		return nil
+	})
 	consistentlyErr(t, "no member tainted while the brake holds", 3*testGrace, env.notTainted("brake-1", "brake-2", "brake-3"))
 	if err := env.ready("brake-1", metav1.ConditionTrue, flotillav1.ReasonHeartbeating); err != nil {
 		t.Error(err)
@@ -313,9 +316,12 @@ func TestPartitionBrakeHoldsWhenMostMembersFallSilent(t *testing.T) {
 		}
 		return nil
 	})
-	if v := gaugeValue(partitionBrakeActive); v != 0 {
-		t.Errorf("flotilla_partition_brake_active = %v, want 0", v)
-	}
+	eventuallyErr(t, "flotilla_partition_brake_active 0", func() error {
+		if v := gaugeValue(partitionBrakeActive); v != 0 {
+			return fmt.Errorf("flotilla_partition_brake_active = %v", v)
+		}
+		return nil
+	})
 	if err := env.notTainted("brake-1", "brake-2")(); err != nil {
 		t.Error(err)
 	}

@@ -132,6 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		agent: agent, known: known,
 		recorded:   mc.Status.LastHeartbeatTime,
 		conditions: mc.Status.Conditions,
+		name:       mc.Name, acceptance: mc.Spec.Acceptance,
 	})
 
 	// Spec: the unreachable taint follows health.

@@ -28,6 +28,10 @@ type healthInput struct {
 	recorded *metav1.Time
 	// conditions are the current status conditions.
 	conditions []metav1.Condition
+	// name and acceptance are the member's name and spec.acceptance (""
+	// counts as Accepted).
+	name       string
+	acceptance flotillav1.Acceptance
 }
 
 // healthOutput is the computed health.
@@ -44,8 +48,25 @@ type healthOutput struct {
 	recheckAfter time.Duration
 }
 
-// computeHealth decides the Ready and Connected conditions.
+// computeHealth decides the Ready and Connected conditions. A Push member
+// the hub cannot push to at all (a bad kubeconfig Secret) is Ready False
+// with that reason, whatever its heartbeats say; whether it is lost (and
+// tainted) still follows from its last heartbeat and the grace period, as
+// for a silent agent.
 func computeHealth(in healthInput) healthOutput {
+	out := computeLiveness(in)
+	if in.known && in.agent.pushProblem != nil {
+		p := in.agent.pushProblem
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionFalse, Reason: p.reason, Message: p.message}
+		out.ready = metav1.Condition{Type: flotillav1.ConditionReady, Status: metav1.ConditionFalse, Reason: p.reason, Message: p.message}
+		out.healthy = false
+	}
+	return out
+}
+
+// computeLiveness decides Ready and Connected from connection and
+// heartbeats.
+func computeLiveness(in healthInput) healthOutput {
 	var out healthOutput
 	last := time.Time{}
 	if in.recorded != nil {
@@ -58,9 +79,28 @@ func computeHealth(in healthInput) healthOutput {
 
 	// Connected says whether a stream is open to this hub now.
 	switch {
+	case in.known && in.agent.connected && in.agent.push:
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionTrue,
+			Reason: flotillav1.ReasonPushing, Message: fmt.Sprintf("Push mode: the hub (%s) reaches the member's apiserver itself", in.agent.info.Instance)}
+	case in.known && in.agent.push:
+		msg := "Push mode: the hub cannot reach the member's apiserver"
+		if in.agent.disconnectReason != "" {
+			msg += ": " + in.agent.disconnectReason
+		}
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionFalse,
+			Reason: flotillav1.ReasonPushUnreachable, Message: msg}
 	case in.known && in.agent.connected:
 		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionTrue,
 			Reason: flotillav1.ReasonStreamOpen, Message: fmt.Sprintf("agent %s connected from %s", in.agent.info.Instance, in.agent.info.Peer)}
+	case !(in.acceptance == "" || in.acceptance == flotillav1.AcceptanceAccepted):
+		// The hub refuses the member's agent (see syncbridge.Admission):
+		// that, not the network, is why no stream is open.
+		msg := "the member is Pending: it joined and waits for an admin (kubectl flotilla accept %s)"
+		if in.acceptance == flotillav1.AcceptanceDenied {
+			msg = "the member is Denied: the hub serves its agent nothing (kubectl flotilla accept %s lets it back in)"
+		}
+		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionFalse,
+			Reason: flotillav1.ReasonNotAccepted, Message: fmt.Sprintf(msg, in.name)}
 	case in.known && in.agent.refusal != nil:
 		r := in.agent.refusal
 		out.connected = metav1.Condition{Type: flotillav1.ConditionConnected, Status: metav1.ConditionFalse,
@@ -105,11 +145,19 @@ func computeHealth(in healthInput) healthOutput {
 				return out
 			}
 		}
+		msg := "the agent heartbeats"
+		if in.known && in.agent.push {
+			msg = "Push mode: the member's apiserver answers the hub"
+		}
 		out.ready = metav1.Condition{Type: flotillav1.ConditionReady, Status: metav1.ConditionTrue,
-			Reason: flotillav1.ReasonHeartbeating, Message: "the agent heartbeats"}
+			Reason: flotillav1.ReasonHeartbeating, Message: msg}
 		return out
 	}
-	out.lost = true
+	// A member the hub refuses is cut off on purpose, not unreachable: it
+	// gets no unreachable taint and does not count towards the partition
+	// brake (denying many members at once is no partition). The
+	// scheduler leaves it out anyway (placement's Acceptance filter).
+	out.lost = in.acceptance == "" || in.acceptance == flotillav1.AcceptanceAccepted
 	out.ready = metav1.Condition{Type: flotillav1.ConditionReady, Status: metav1.ConditionUnknown,
 		Reason:  flotillav1.ReasonHeartbeatMissed,
 		Message: fmt.Sprintf("no heartbeat since %s (grace period %s)", last.UTC().Format(time.RFC3339), in.grace)}

@@ -114,6 +114,46 @@ func TestComputeHealth(t *testing.T) {
 		want: want{ready: metav1.ConditionUnknown, readyReason: flotillav1.ReasonHeartbeatMissed, readyMessage: "no heartbeat since 2030-01-02T02:04:05Z",
 			connected: metav1.ConditionFalse, connReason: flotillav1.ReasonStreamClosed,
 			lost: true, lastHeartbeat: t0.Add(-time.Hour)},
+	}, {
+		name: "Pending, never connected: NotAccepted names the accept command",
+		in:   healthInput{now: t0, grace: grace, since: t0.Add(-time.Hour), name: "east", acceptance: flotillav1.AcceptancePending},
+		want: want{ready: metav1.ConditionUnknown, readyReason: flotillav1.ReasonNeverConnected,
+			connected: metav1.ConditionFalse, connReason: flotillav1.ReasonNotAccepted, connMessage: "kubectl flotilla accept east"},
+	}, {
+		name: "Denied after it ran: NotAccepted, and past the grace period not lost (no taint, no partition brake)",
+		in:   healthInput{now: t0.Add(time.Minute), grace: grace, agent: disconnected, known: true, name: "east", acceptance: flotillav1.AcceptanceDenied},
+		want: want{ready: metav1.ConditionUnknown, readyReason: flotillav1.ReasonHeartbeatMissed,
+			connected: metav1.ConditionFalse, connReason: flotillav1.ReasonNotAccepted, connMessage: "is Denied",
+			lastHeartbeat: t0.Add(-2 * time.Second)},
+	}, {
+		name: "Accepted explicitly: as if unset",
+		in:   healthInput{now: t0, grace: grace, agent: connectedAgent(t0.Add(-3 * time.Second)), known: true, name: "east", acceptance: flotillav1.AcceptanceAccepted},
+		want: want{ready: metav1.ConditionTrue, readyReason: flotillav1.ReasonHeartbeating,
+			connected: metav1.ConditionTrue, connReason: flotillav1.ReasonStreamOpen,
+			healthy: true, lastHeartbeat: t0.Add(-3 * time.Second), recheckAfter: 5*time.Second + 100*time.Millisecond},
+	}, {
+		name: "Push member reached: Ready, Connected by push naming the hub",
+		in:   healthInput{now: t0, grace: grace, agent: pushing(t0.Add(-time.Second)), known: true},
+		want: want{ready: metav1.ConditionTrue, readyReason: flotillav1.ReasonHeartbeating, readyMessage: "Push mode",
+			connected: metav1.ConditionTrue, connReason: flotillav1.ReasonPushing, connMessage: "the hub (hub-0)",
+			healthy: true, lastHeartbeat: t0.Add(-time.Second), recheckAfter: 7*time.Second + 100*time.Millisecond},
+	}, {
+		name: "Push member's apiserver lost past the grace period: Unreachable, lost like a silent agent",
+		in:   healthInput{now: t0, grace: grace, agent: pushLost(t0.Add(-time.Minute)), known: true},
+		want: want{ready: metav1.ConditionUnknown, readyReason: flotillav1.ReasonHeartbeatMissed,
+			connected: metav1.ConditionFalse, connReason: flotillav1.ReasonPushUnreachable, connMessage: "connection refused",
+			lost: true, lastHeartbeat: t0.Add(-time.Minute)},
+	}, {
+		name: "Push member with a bad kubeconfig Secret, never reached: Ready False naming the Secret, not lost",
+		in:   healthInput{now: t0, grace: grace, since: t0.Add(-time.Hour), agent: agentState{pushProblem: &pushProblem{reason: flotillav1.ReasonKubeconfigInvalid, message: "Secret flotilla-system/x does not exist"}}, known: true},
+		want: want{ready: metav1.ConditionFalse, readyReason: flotillav1.ReasonKubeconfigInvalid, readyMessage: "flotilla-system/x",
+			connected: metav1.ConditionFalse, connReason: flotillav1.ReasonKubeconfigInvalid, connMessage: "flotilla-system/x"},
+	}, {
+		name: "Push member whose Secret broke while it ran: Ready False at once, lost only past the grace period",
+		in:   healthInput{now: t0, grace: grace, agent: withProblem(pushLost(t0.Add(-time.Minute))), known: true},
+		want: want{ready: metav1.ConditionFalse, readyReason: flotillav1.ReasonKubeconfigInvalid, readyMessage: "flotilla-system/x",
+			connected: metav1.ConditionFalse, connReason: flotillav1.ReasonKubeconfigInvalid,
+			lost: true, lastHeartbeat: t0.Add(-time.Minute)},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,4 +228,21 @@ func TestWithUnreachableTaint(t *testing.T) {
 			}
 		})
 	}
+}
+
+func pushing(lastHeartbeat time.Time) agentState {
+	return agentState{connected: true, push: true, lastHeartbeat: lastHeartbeat,
+		info: syncserver.AgentInfo{Instance: "hub-0", Peer: "https://10.0.0.9:6443", ConnectedAt: lastHeartbeat}}
+}
+
+func pushLost(lastHeartbeat time.Time) agentState {
+	s := pushing(lastHeartbeat)
+	s.connected = false
+	s.disconnectReason = "member /readyz: connection refused"
+	return s
+}
+
+func withProblem(s agentState) agentState {
+	s.pushProblem = &pushProblem{reason: flotillav1.ReasonKubeconfigInvalid, message: "Secret flotilla-system/x has no key \"kubeconfig\""}
+	return s
 }

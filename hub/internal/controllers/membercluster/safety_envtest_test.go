@@ -147,9 +147,11 @@ func TestRefusalAndHeldPruneOnTheMemberCluster(t *testing.T) {
 		p := condition(flotillav1.ConditionPruneBlocked)
 		return p != nil && p.Status == metav1.ConditionTrue && strings.Contains(p.Message, "confirm-prune=77"), fmt.Sprintf("%+v", p)
 	})
-	if v := gaugeValue(pruneBlocked.WithLabelValues(name)); v != 1 {
-		t.Errorf("flotilla_prune_blocked = %v, want 1", v)
-	}
+	// The gauge is set just after the status write the poll above saw.
+	eventually(t, "flotilla_prune_blocked 1", func() (bool, string) {
+		v := gaugeValue(pruneBlocked.WithLabelValues(name))
+		return v == 1, fmt.Sprintf("flotilla_prune_blocked = %v", v)
+	})
 	eventually(t, "a PruneBlocked event", func() (bool, string) { return hasEvent(flotillav1.ConditionPruneBlocked) })
 
 	// A confirmation for another epoch is not passed on.
@@ -164,9 +166,11 @@ func TestRefusalAndHeldPruneOnTheMemberCluster(t *testing.T) {
 		p := condition(flotillav1.ConditionPruneBlocked)
 		return p != nil && p.Status == metav1.ConditionFalse && p.Reason == flotillav1.ReasonPruned, fmt.Sprintf("%+v", p)
 	})
-	if v := gaugeValue(pruneBlocked.WithLabelValues(name)); v != 0 {
-		t.Errorf("flotilla_prune_blocked = %v, want 0", v)
-	}
+	// The gauge is set just after the status write the poll above saw.
+	eventually(t, "flotilla_prune_blocked 0", func() (bool, string) {
+		v := gaugeValue(pruneBlocked.WithLabelValues(name))
+		return v == 0, fmt.Sprintf("flotilla_prune_blocked = %v", v)
+	})
 	if s := conf.sent(); len(s) != 1 {
 		t.Errorf("confirmations sent %v, want one", s)
 	}
@@ -180,7 +184,8 @@ func TestRefusalAndHeldPruneOnTheMemberCluster(t *testing.T) {
 		return p != nil && p.Status == metav1.ConditionFalse && p.Reason == flotillav1.ReasonFleetMismatch && strings.Contains(p.Message, "serves fleet a"), fmt.Sprintf("%+v", p)
 	})
 	eventually(t, "a FleetMismatch event", func() (bool, string) { return hasEvent(flotillav1.ReasonFleetMismatch) })
-	if v := gaugeValue(fleetMismatch.WithLabelValues(name)); v != 1 {
-		t.Errorf("flotilla_member_fleet_mismatch = %v, want 1", v)
-	}
+	eventually(t, "flotilla_member_fleet_mismatch 1", func() (bool, string) {
+		v := gaugeValue(fleetMismatch.WithLabelValues(name))
+		return v == 1, fmt.Sprintf("flotilla_member_fleet_mismatch = %v", v)
+	})
 }

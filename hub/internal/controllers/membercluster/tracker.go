@@ -29,6 +29,16 @@ type agentState struct {
 	blocked    *syncserver.PruneBlocked
 	// confirmSent is the epoch whose prune confirmation was sent.
 	confirmSent uint64
+	// push says the connection is the hub's own to a Push member's
+	// apiserver, not an agent's stream (PushUp); pushProblem is why the
+	// hub cannot push to it at all (PushUnavailable), nil once it can.
+	push        bool
+	pushProblem *pushProblem
+}
+
+// pushProblem is why the hub cannot reach a Push member.
+type pushProblem struct {
+	reason, message string
 }
 
 // Tracker records agent lifecycle events from the sync server and wakes the
@@ -90,6 +100,8 @@ func (t *Tracker) AgentConnected(cluster string, info syncserver.AgentInfo) {
 	}
 	s.disconnectReason = ""
 	s.refusal = nil
+	s.push = false
+	s.pushProblem = nil
 	t.wake(cluster)
 }
 
@@ -181,3 +193,63 @@ func (t *Tracker) snapshot(cluster string) (agentState, bool) {
 
 // Events is the channel the controller watches.
 func (t *Tracker) Events() <-chan event.GenericEvent { return t.events }
+
+// PushUp says the hub reached Push member cluster's apiserver (its /readyz
+// answered) at now; the push engine calls it every heartbeat interval. The
+// first call, or one after anything else changed the cluster's state (an
+// agent's stream ending, PushDown, PushUnavailable), connects the cluster
+// as AgentConnected does; later ones are heartbeats.
+func (t *Tracker) PushUp(cluster string, info syncserver.AgentInfo, now time.Time, resources *flotillav1.ResourceSummary) {
+	t.mu.Lock()
+	s := t.state(cluster)
+	up := s.connected && s.push && s.pushProblem == nil
+	t.mu.Unlock()
+	if !up {
+		info.ConnectedAt = now
+		if resources != nil {
+			info.Resources = resources
+		}
+		t.AgentConnected(cluster, info)
+		t.mu.Lock()
+		s.push = true
+		t.mu.Unlock()
+		return
+	}
+	t.AgentHeartbeat(cluster, syncserver.Heartbeat{Time: now, Resources: resources})
+}
+
+// PushDown says the hub lost Push member cluster's apiserver (or stopped
+// pushing to it). It changes nothing when the cluster's connection is not
+// the hub's own push (an agent's stream holds it).
+func (t *Tracker) PushDown(cluster string, reason error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state(cluster)
+	if !s.push || !s.connected {
+		return
+	}
+	s.connected = false
+	if reason != nil {
+		s.disconnectReason = reason.Error()
+	}
+	t.wake(cluster)
+}
+
+// PushUnavailable says the hub cannot push to member cluster at all
+// (reason, e.g. ReasonKubeconfigInvalid, and a message naming the Secret):
+// the member is Ready False with that reason until PushUp. A push
+// connection the hub held ends.
+func (t *Tracker) PushUnavailable(cluster, reason, message string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state(cluster)
+	if p := s.pushProblem; p != nil && p.reason == reason && p.message == message {
+		return
+	}
+	s.pushProblem = &pushProblem{reason: reason, message: message}
+	if s.push {
+		s.connected = false
+		s.disconnectReason = message
+	}
+	t.wake(cluster)
+}

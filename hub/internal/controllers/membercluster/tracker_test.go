@@ -237,3 +237,50 @@ func TestTrackerNeverBlocks(t *testing.T) {
 		t.Error("the state of a cluster whose wake-up was dropped was not recorded")
 	}
 }
+
+// TestTrackerPushStates: PushUp connects a Push member and then
+// heartbeats; PushDown ends only the hub's own push connection, never an
+// agent's stream; PushUnavailable records why the hub cannot push and ends
+// the push connection; the next PushUp clears it.
+func TestTrackerPushStates(t *testing.T) {
+	tr := NewTracker(time.Hour)
+	now := time.Now()
+	info := syncserver.AgentInfo{Identity: "push:m", Instance: "hub-0"}
+	tr.PushUp("m", info, now, nil)
+	s, _ := tr.snapshot("m")
+	if !s.connected || !s.push || !s.info.ConnectedAt.Equal(now) {
+		t.Fatalf("after PushUp: connected %t push %t connectedAt %s", s.connected, s.push, s.info.ConnectedAt)
+	}
+	later := now.Add(2 * time.Second)
+	tr.PushUp("m", info, later, nil)
+	if s, _ = tr.snapshot("m"); !s.lastHeartbeat.Equal(later) || !s.info.ConnectedAt.Equal(now) {
+		t.Fatalf("a second PushUp is a heartbeat: lastHeartbeat %s connectedAt %s", s.lastHeartbeat, s.info.ConnectedAt)
+	}
+	tr.PushDown("m", errors.New("member /readyz: refused"))
+	if s, _ = tr.snapshot("m"); s.connected || s.disconnectReason == "" {
+		t.Fatalf("after PushDown: connected %t reason %q", s.connected, s.disconnectReason)
+	}
+
+	// An agent's stream is not the hub's push: PushDown leaves it alone.
+	tr.AgentConnected("a", syncserver.AgentInfo{Identity: "flotilla://cluster/a", ConnectedAt: now})
+	tr.PushDown("a", errors.New("disengaged"))
+	if s, _ = tr.snapshot("a"); !s.connected || s.push {
+		t.Fatalf("PushDown touched an agent's stream: connected %t push %t", s.connected, s.push)
+	}
+	// An agent that connects replaces a push connection.
+	tr.PushUp("a2", info, now, nil)
+	tr.AgentConnected("a2", syncserver.AgentInfo{Identity: "flotilla://cluster/a2", ConnectedAt: now})
+	if s, _ = tr.snapshot("a2"); !s.connected || s.push {
+		t.Fatalf("an agent's connect after a push: connected %t push %t", s.connected, s.push)
+	}
+
+	tr.PushUp("p", info, now, nil)
+	tr.PushUnavailable("p", flotillav1.ReasonKubeconfigInvalid, "Secret flotilla-system/x does not exist")
+	if s, _ = tr.snapshot("p"); s.connected || s.pushProblem == nil || s.pushProblem.reason != flotillav1.ReasonKubeconfigInvalid {
+		t.Fatalf("after PushUnavailable: connected %t problem %+v", s.connected, s.pushProblem)
+	}
+	tr.PushUp("p", info, later, nil)
+	if s, _ = tr.snapshot("p"); !s.connected || s.pushProblem != nil {
+		t.Fatalf("after PushUp again: connected %t problem %+v", s.connected, s.pushProblem)
+	}
+}

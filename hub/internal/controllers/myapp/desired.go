@@ -9,6 +9,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/appstatus"
 	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/pkg/nspolicy"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/rollout"
 )
@@ -43,6 +44,9 @@ type desiredState struct {
 // It reads s and writes nothing.
 func desired(s *scope) (*desiredState, error) {
 	app := s.app
+	if ns := nspolicy.Decide(app.Namespace, render.TargetNamespace(app), s.policies); !ns.Allowed {
+		return denied(s, ns), nil
+	}
 	result, schedErr := placement.Schedule(placement.InputFor(app, s.clusters.list, s.now))
 	d := &desiredState{scheduled: schedErr == nil}
 	reason := ""
@@ -68,11 +72,12 @@ func desired(s *scope) (*desiredState, error) {
 		if err != nil {
 			return nil, err
 		}
-		res := rollout.Step(app.Status.Rollout, &app.Spec, targets, s.now)
+		res := rollout.Step(app.Status.Rollout, &app.Spec, targets, s.now, s.revisionKey)
 		d.rollout, revisions = &res, res.Revisions
 	}
 	var err error
-	if d.works, err = planWorks(app, d.decision, s.clusters, s.works, revisions, s.now); err != nil {
+	podSecurity := nspolicy.PodSecurity(app.Namespace, s.policies)
+	if d.works, err = planWorks(app, d.decision, s.clusters, s.works, revisions, podSecurity, s.now); err != nil {
 		return nil, err
 	}
 	var cleanupDue time.Duration
@@ -92,6 +97,43 @@ func desired(s *scope) (*desiredState, error) {
 		d.requeueAfter = earliest(d.requeueAfter, d.rollout.RequeueAfter)
 	}
 	return d, nil
+}
+
+// denied is the desired state of an app whose target namespace the
+// FleetNamespacePolicies do not allow (ns says why): the webhook refuses
+// such an app, but a grant can be withdrawn after admission and a webhook
+// can be bypassed. Nothing is written into the denied namespace: no Work
+// is created or updated, the placement and a Progressive rollout's state
+// stay as they are, and no Work is deleted either, so what runs keeps
+// running and nothing is lost; Works already being deleted still expire.
+// The status shows the clusters the app runs on and says why it is held:
+// Scheduled False with reason NamespaceNotAllowed and the decision's
+// message, which also makes Degraded True and Ready False.
+func denied(s *scope, ns nspolicy.Decision) *desiredState {
+	app := s.app
+	d := &desiredState{decision: app.Status.Placement.DeepCopy()}
+	if d.decision == nil {
+		d.decision = &flotillav1.PlacementDecision{}
+	}
+	for _, tc := range d.decision.Clusters {
+		d.works.views = append(d.works.views, appstatus.ClusterView{
+			Name: tc.Name, Assigned: tc.Replicas, Member: s.clusters.byName[tc.Name], Work: s.works[tc.Name],
+		})
+	}
+	var cleanupDue time.Duration
+	d.expired, cleanupDue = expiredWorks(s.works, s.now, s.cleanupTimeout)
+	d.status = newStatus(app, d, appstatus.Input{
+		Generation:     app.Generation,
+		Clusters:       d.works.views,
+		ScheduleErr:    errors.New(ns.Message()),
+		ScheduleReason: flotillav1.ReasonNamespaceNotAllowed,
+	})
+	// newStatus clears the rollout of an app without a rollout step; this
+	// one's rollout is only held, and continues from where it stands.
+	d.status.Rollout = app.Status.Rollout.DeepCopy()
+	d.status.Orphans = orphansAfter(app.Status.Orphans, d.expired, d.decision.Clusters, s.now, s.cleanupTimeout)
+	d.requeueAfter = cleanupDue
+	return d
 }
 
 // rolloutTargets lists the decision's clusters as the rollout sees them,

@@ -1,8 +1,9 @@
 // Package myapp is the hub's MyApp controller. Each reconcile has three
 // steps, one file each:
 //
-//   - read (scope.go): the MyApp, the MemberClusters and the app's Works
-//     from the cache, and the clock, once;
+//   - read (scope.go): the MyApp, the MemberClusters, the
+//     FleetNamespacePolicies and the app's Works from the cache, and the
+//     clock, once;
 //   - desired (desired.go, plan.go): pure functions compute where the
 //     replicas go (pkg/placement; the decision recorded in status.placement
 //     feeds the next one), the step of a Progressive rollout (pkg/rollout),
@@ -14,6 +15,17 @@
 //     parallel — and one status patch; then a requeue for the times the
 //     scheduler and the rollout name (a toleration or failback window
 //     ending, a minSuccessTime or progressDeadline).
+//
+// Namespace policy: before anything is computed, the app's target
+// namespace is checked against the FleetNamespacePolicies again
+// (pkg/nspolicy), although the webhook already did at admission: a grant
+// can be withdrawn afterwards, and a webhook can be bypassed. An app not
+// allowed gets no new or updated Work and loses none (desired.go, denied):
+// its status says Scheduled False, reason NamespaceNotAllowed, with the
+// policies considered. Allowed apps' Works carry the strictest Pod
+// Security level of the policies that match the app's namespace
+// (Work.spec.podSecurity). A policy change requeues the MyApps of the hub
+// namespaces it matches.
 //
 // Scaling to zero keeps the Works: the scheduler keeps the app's clusters
 // at 0 replicas (reason KeptAtZero), the plan renders their Works with 0,

@@ -3,6 +3,7 @@ package myapp
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,7 @@ import (
 // +kubebuilder:rbac:groups=flotilla.dev,resources=myapps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=flotilla.dev,resources=works,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flotilla.dev,resources=memberclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flotilla.dev,resources=fleetnamespacepolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -40,12 +42,22 @@ type Reconciler struct {
 	// WorkCleanupTimeout bounds how long a deleted Work waits for its
 	// member's confirmation (DefaultWorkCleanupTimeout when zero).
 	WorkCleanupTimeout time.Duration
+	// RevisionKey reads the hub's secret key that signs the revision
+	// templates a Progressive rollout keeps in MyApp status (see
+	// pkg/rollout). It is called once, the first time a Progressive app is
+	// reconciled; without it such apps are not reconciled.
+	RevisionKey func(context.Context) ([]byte, error)
+
+	keyMu sync.Mutex
+	key   []byte
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
 
 // SetupWithManager registers the controller: MyApps, the Works they own
-// (mapped back by label) and MemberCluster changes that matter to placement.
+// (mapped back by label), MemberCluster changes that matter to placement,
+// and FleetNamespacePolicy changes (the MyApps of the hub namespaces they
+// match).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -63,6 +75,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&flotillav1.Work{}, handler.EnqueueRequestsFromMapFunc(workToMyApp)).
 		Watches(&flotillav1.MemberCluster{}, handler.EnqueueRequestsFromMapFunc(r.allMyApps),
 			builder.WithPredicates(placementRelevant{})).
+		Watches(&flotillav1.FleetNamespacePolicy{}, handler.EnqueueRequestsFromMapFunc(r.policyToMyApps)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("myapp").
 		Complete(r)

@@ -30,14 +30,15 @@ type plan struct {
 }
 
 // planWorks decides which Works to write, keep and delete for decision,
-// rendering each target cluster once. revisions, set for a Progressive
-// rollout, name the revision each target cluster renders; replicas always
-// come from decision and the current spec. It leaves existing as it is.
-func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, revisions map[string]*flotillav1.RevisionTemplate, now time.Time) (plan, error) {
+// rendering each target cluster once with the Pod Security level
+// podSecurity. revisions, set for a Progressive rollout, name the revision
+// each target cluster renders; replicas always come from decision and the
+// current spec. It leaves existing as it is.
+func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, revisions map[string]*flotillav1.RevisionTemplate, podSecurity flotillav1.PodSecurityLevel, now time.Time) (plan, error) {
 	var p plan
 	wanted := map[string]bool{}
 	for _, tc := range decision.Clusters {
-		if err := p.target(app, tc, clusters.byName[tc.Name], existing[tc.Name], revisions[tc.Name]); err != nil {
+		if err := p.target(app, tc, clusters.byName[tc.Name], existing[tc.Name], revisions[tc.Name], podSecurity); err != nil {
 			return p, err
 		}
 		wanted[tc.Name] = true
@@ -100,12 +101,12 @@ func clusterReady(mc *flotillav1.MemberCluster) bool {
 
 // target renders the Work of one target cluster (at revision rt, when set)
 // and plans to write it unless cur already asks for the same.
-func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *flotillav1.MemberCluster, cur *flotillav1.Work, rt *flotillav1.RevisionTemplate) error {
+func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *flotillav1.MemberCluster, cur *flotillav1.Work, rt *flotillav1.RevisionTemplate, podSecurity flotillav1.PodSecurityLevel) error {
 	src := app
 	if rt != nil {
 		src = rollout.AppAt(app, rt)
 	}
-	desired, replicas, err := render.Work(src, tc.Name, mc, tc.Replicas)
+	desired, replicas, err := render.Work(src, tc.Name, mc, tc.Replicas, podSecurity)
 	if err != nil {
 		return err
 	}
@@ -123,6 +124,7 @@ func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *fl
 		return nil
 	}
 	if cur == nil || !render.SameManifests(cur.Spec.Manifests, desired.Spec.Manifests) || render.PolicyOf(cur) != desired.Spec.DeletionPolicy ||
+		cur.Spec.PodSecurity != desired.Spec.PodSecurity ||
 		!labelsContain(cur.Labels, desired.Labels) || !slices.Contains(cur.Finalizers, flotillav1.WorkFinalizer) {
 		p.apply = append(p.apply, desired)
 		// The member has not seen this spec yet.

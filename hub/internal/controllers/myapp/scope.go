@@ -2,13 +2,16 @@ package myapp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/rollout"
 )
 
 // scope is everything one reconcile reads, read once at its start. The
@@ -20,10 +23,16 @@ type scope struct {
 	clusters clusterSet
 	// works are the app's Works by cluster name.
 	works map[string]*flotillav1.Work
+	// policies are the FleetNamespacePolicies: they decide whether the
+	// app may place into its target namespace, and its Pod Security level.
+	policies []flotillav1.FleetNamespacePolicy
 	// now is the reconcile's one reading of the clock.
 	now time.Time
 	// cleanupTimeout is the Reconciler's WorkCleanupTimeout.
 	cleanupTimeout time.Duration
+	// revisionKey signs and verifies rollout revision templates; read only
+	// for a Progressive app.
+	revisionKey []byte
 }
 
 // clusterSet is the MemberClusters from the cache, as a list and by name.
@@ -32,7 +41,8 @@ type clusterSet struct {
 	byName map[string]*flotillav1.MemberCluster
 }
 
-// read reads the MemberClusters and app's Works from the cache.
+// read reads the MemberClusters, the FleetNamespacePolicies and app's
+// Works from the cache.
 func (r *Reconciler) read(ctx context.Context, app *flotillav1.MyApp) (*scope, error) {
 	var list flotillav1.MemberClusterList
 	if err := r.Client.List(ctx, &list); err != nil {
@@ -42,11 +52,43 @@ func (r *Reconciler) read(ctx context.Context, app *flotillav1.MyApp) (*scope, e
 	for i := range cs.list {
 		cs.byName[cs.list[i].Name] = &cs.list[i]
 	}
+	var policies flotillav1.FleetNamespacePolicyList
+	if err := r.Client.List(ctx, &policies); err != nil {
+		return nil, fmt.Errorf("listing FleetNamespacePolicies: %w", err)
+	}
 	works, err := r.works(ctx, app.Namespace, app.Name)
 	if err != nil {
 		return nil, err
 	}
-	return &scope{app: app, clusters: cs, works: works, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout()}, nil
+	s := &scope{app: app, clusters: cs, works: works, policies: policies.Items, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout()}
+	if rollout.Enabled(&app.Spec) {
+		if s.revisionKey, err = r.revisionKey(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// revisionKey returns the hub's revision key, read through RevisionKey the
+// first time it is needed and kept from then on.
+func (r *Reconciler) revisionKey(ctx context.Context) ([]byte, error) {
+	r.keyMu.Lock()
+	defer r.keyMu.Unlock()
+	if r.key != nil {
+		return r.key, nil
+	}
+	if r.RevisionKey == nil {
+		return nil, errors.New("reading the revision key: the MyApp controller has no RevisionKey source, so it cannot run Progressive rollouts")
+	}
+	key, err := r.RevisionKey(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the revision key: %w", err)
+	}
+	if len(key) < rollout.MinKeyBytes {
+		return nil, reconcile.TerminalError(fmt.Errorf("the revision key has %d bytes; at least %d are needed", len(key), rollout.MinKeyBytes))
+	}
+	r.key = key
+	return key, nil
 }
 
 // works returns the Works of MyApp namespace/name by cluster name.

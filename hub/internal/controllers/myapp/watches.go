@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/nspolicy"
 )
 
 // workToMyApp maps a Work to the MyApp its labels name.
@@ -35,6 +36,30 @@ func (r *Reconciler) allMyApps(ctx context.Context, _ client.Object) []reconcile
 	out := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// policyToMyApps enqueues the MyApps of the hub namespaces a
+// FleetNamespacePolicy matches: a new, changed or deleted grant may allow
+// or deny their target namespace, or change their Pod Security level. On
+// an update, controller-runtime maps the old and the new policy, so the
+// namespaces a policy stops matching are requeued too.
+func (r *Reconciler) policyToMyApps(ctx context.Context, obj client.Object) []reconcile.Request {
+	p, ok := obj.(*flotillav1.FleetNamespacePolicy)
+	if !ok {
+		return nil
+	}
+	var list flotillav1.MyAppList
+	if err := r.Client.List(ctx, &list); err != nil {
+		log.FromContext(ctx).Error(err, "listing MyApps for a FleetNamespacePolicy change", "policy", p.Name)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if nspolicy.MatchAny(p.Spec.HubNamespaces, list.Items[i].Namespace) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
 	}
 	return out
 }

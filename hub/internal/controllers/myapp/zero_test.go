@@ -30,6 +30,8 @@ type hub struct {
 	uids     int
 	now      time.Time
 	last     *desiredState
+	// policies are the FleetNamespacePolicies the reconciles see.
+	policies []flotillav1.FleetNamespacePolicy
 }
 
 func newHub(t *testing.T, a *flotillav1.MyApp, names ...string) *hub {
@@ -39,7 +41,7 @@ func newHub(t *testing.T, a *flotillav1.MyApp, names ...string) *hub {
 // reconcile runs one reconcile's read-desired-write on the hub's state.
 func (h *hub) reconcile() *desiredState {
 	h.t.Helper()
-	d, err := desired(&scope{app: h.app, clusters: h.clusters, works: h.works, now: h.now})
+	d, err := desired(&scope{app: h.app, clusters: h.clusters, works: h.works, policies: h.policies, now: h.now, revisionKey: testRevisionKey})
 	if err != nil {
 		h.t.Fatalf("desired: %v", err)
 	}
@@ -290,3 +292,6 @@ func TestProgressiveImageChangeAtZero(t *testing.T) {
 		t.Errorf("Progressing %+v, want False", c)
 	}
 }
+
+// testRevisionKey signs the revision templates of the tests' rollouts.
+var testRevisionKey = []byte("test revision key, 32 bytes long")

@@ -59,6 +59,7 @@ func StartHub(t testing.TB, p *PKI, clusters []string, configure func(*server.Co
 	}
 	h.Server = srv
 	h.Works.Notify(srv.WorkChanged)
+	h.Clusters.Notify(srv.ClusterChanged)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +87,13 @@ type Agent struct {
 
 // StartAgent runs cluster's agent against addr until Stop or the end of
 // the test. Backoff is short so reconnects are quick. configure, if not
-// nil, may change the configuration first.
+// nil, may change the configuration first; when it sets no TLS, the agent
+// presents cluster's certificate from p (issued if needed).
 func StartAgent(t testing.TB, p *PKI, cluster, addr string, configure func(*client.Config)) *Agent {
 	t.Helper()
 	a := &Agent{Applier: NewApplier(), Identity: &Identity{}, done: make(chan error, 1)}
 	cfg := client.Config{
 		Address:           addr,
-		TLS:               p.ClientTLS(t, cluster),
 		Applier:           a.Applier,
 		Identity:          a.Identity,
 		AgentVersion:      "test",
@@ -103,6 +104,11 @@ func StartAgent(t testing.TB, p *PKI, cluster, addr string, configure func(*clie
 	}
 	if configure != nil {
 		configure(&cfg)
+	}
+	if cfg.TLS == nil {
+		// Only now: ClientTLS issues a certificate into the files a
+		// TLS configuration given by configure may read.
+		cfg.TLS = p.ClientTLS(t, cluster)
 	}
 	c, err := client.New(cfg)
 	if err != nil {

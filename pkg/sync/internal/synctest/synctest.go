@@ -101,6 +101,27 @@ func (p *PKI) ServerTLS(t testing.TB) *tls.Config {
 	return cfg
 }
 
+// ClientTLSWith writes kp as its cluster's agent certificate (replacing
+// what was there) and returns the agent's TLS configuration for it. The
+// configuration reads the files again at every handshake, so a later
+// ClientTLSWith or WriteFiles of the same cluster changes what a running
+// agent presents on its next connection.
+func (p *PKI) ClientTLSWith(t testing.TB, kp *pki.KeyPair) *tls.Config {
+	t.Helper()
+	cluster, err := pki.ClusterFromCertificate(kp.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kp.WriteFiles(p.path(pki.AgentCertFile(cluster)), p.path(pki.AgentKeyFile(cluster))); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pki.ClientTLSConfig(p.path(pki.AgentCertFile(cluster)), p.path(pki.AgentKeyFile(cluster)), p.path(pki.CACertFile), "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // ClientTLS is the TLS configuration of cluster's agent, issuing its
 // certificate first if needed.
 func (p *PKI) ClientTLS(t testing.TB, cluster string) *tls.Config {
@@ -369,15 +390,90 @@ func (d *Deletions) Calls() []string {
 	return slices.Clone(d.calls)
 }
 
-// Clusters is a server.ClusterRegistry over a fixed set of names.
+// Clusters is a server.ClusterRegistry (and RevocationChecker) over a
+// set of names. Remove and Revoke tell the server given to Notify, like
+// the hub's MemberCluster informer handlers do.
 type Clusters struct {
-	mu    sync.RWMutex
-	known map[string]bool
+	mu      sync.RWMutex
+	known   map[string]bool
+	revoked map[string]map[string]bool // cluster -> fingerprint
+	refused map[string]string          // cluster -> why it is not admitted
+	notify  func(cluster string)
+}
+
+var (
+	_ server.RevocationChecker = (*Clusters)(nil)
+	_ server.AdmissionChecker  = (*Clusters)(nil)
+)
+
+// Refuse stops admitting cluster, with why as the refusal, as making its
+// MemberCluster Pending or Denied does; Refuse(cluster, "") admits it
+// again.
+func (c *Clusters) Refuse(cluster, why string) {
+	c.mu.Lock()
+	if why == "" {
+		delete(c.refused, cluster)
+	} else {
+		c.refused[cluster] = why
+	}
+	c.mu.Unlock()
+	c.changed(cluster)
+}
+
+// Admitted implements server.AdmissionChecker.
+func (c *Clusters) Admitted(_ context.Context, cluster, _ string) (bool, string, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	why, refused := c.refused[cluster]
+	return !refused, why, nil
+}
+
+// Notify sets the function told about every change (Server.ClusterChanged).
+func (c *Clusters) Notify(fn func(cluster string)) {
+	c.mu.Lock()
+	c.notify = fn
+	c.mu.Unlock()
+}
+
+func (c *Clusters) changed(cluster string) {
+	c.mu.RLock()
+	fn := c.notify
+	c.mu.RUnlock()
+	if fn != nil {
+		fn(cluster)
+	}
+}
+
+// Remove forgets cluster, as deleting its MemberCluster does.
+func (c *Clusters) Remove(cluster string) {
+	c.mu.Lock()
+	delete(c.known, cluster)
+	c.mu.Unlock()
+	c.changed(cluster)
+}
+
+// Revoke revokes the certificate with fingerprint for cluster, as adding
+// it to the MemberCluster's spec.revokedCertificates does.
+func (c *Clusters) Revoke(cluster, fingerprint string) {
+	c.mu.Lock()
+	if c.revoked[cluster] == nil {
+		c.revoked[cluster] = map[string]bool{}
+	}
+	c.revoked[cluster][fingerprint] = true
+	c.mu.Unlock()
+	c.changed(cluster)
+}
+
+// Revoked implements server.RevocationChecker.
+func (c *Clusters) Revoked(_ context.Context, cluster, fingerprint string) (bool, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.revoked[cluster][fingerprint], nil
 }
 
 // NewClusters knows names.
 func NewClusters(names ...string) *Clusters {
-	c := &Clusters{known: make(map[string]bool)}
+	c := &Clusters{known: make(map[string]bool), revoked: make(map[string]map[string]bool), refused: make(map[string]string)}
 	for _, n := range names {
 		c.known[n] = true
 	}
@@ -402,6 +498,8 @@ type Sink struct {
 	events     []string // "connect <cluster>" / "disconnect <cluster>" / "refused <cluster>" / "pruned <cluster> <epoch>"
 	refusals   map[string]server.Refusal
 	blocked    map[string]server.PruneBlocked
+	// disconnects is the reason each cluster's last stream ended.
+	disconnects map[string]error
 }
 
 var (
@@ -486,11 +584,24 @@ func (s *Sink) AgentHeartbeat(cluster string, _ server.Heartbeat) {
 }
 
 // AgentDisconnected implements server.AgentSink.
-func (s *Sink) AgentDisconnected(cluster string, _ error) {
+func (s *Sink) AgentDisconnected(cluster string, reason error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.connected, cluster)
 	s.events = append(s.events, "disconnect "+cluster)
+	if s.disconnects == nil {
+		s.disconnects = make(map[string]error)
+	}
+	s.disconnects[cluster] = reason
+}
+
+// DisconnectReason is why cluster's last stream ended, as the server told
+// AgentDisconnected; ok is false when none has ended.
+func (s *Sink) DisconnectReason(cluster string) (reason error, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reason, ok = s.disconnects[cluster]
+	return reason, ok
 }
 
 // Status returns the latest status reported for a Work.

@@ -71,6 +71,19 @@ func (s *Store) get(name string) *entry {
 	return s.works[name]
 }
 
+// entryFor returns the entry of Work name, added when the Store holds no
+// such Work yet.
+func (s *Store) entryFor(name string) *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.works[name]
+	if e == nil {
+		e = &entry{}
+		s.works[name] = e
+	}
+	return e
+}
+
 // Names lists the Works held.
 func (s *Store) Names() []string {
 	s.mu.RLock()
@@ -99,13 +112,7 @@ func (s *Store) Held(context.Context) ([]syncclient.HeldWork, error) {
 // Apply implements Applier: it records work, applies it and reports its
 // status at once, so propagation does not wait for a watch event.
 func (s *Store) Apply(ctx context.Context, work *flotillav1.Work) error {
-	s.mu.Lock()
-	e := s.works[work.Name]
-	if e == nil {
-		e = &entry{}
-		s.works[work.Name] = e
-	}
-	s.mu.Unlock()
+	e := s.entryFor(work.Name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.work = work.DeepCopy()
@@ -239,6 +246,50 @@ type pruneBlockedError struct {
 
 func (e *pruneBlockedError) Error() string   { return "pruning after the snapshot: " + e.applier.Error() }
 func (e *pruneBlockedError) Unwrap() []error { return []error{e.client, e.applier} }
+
+// Sync holds work as its source has it now (the hub's push mode, which
+// reads Works from the hub's cache rather than a stream) and makes the
+// member match it: it applies work when it is new to the applier, changed
+// (another generation or UID), its last apply failed or its objects
+// drifted (apply.Applier.NeedsApply, which after a restart answers from
+// the applied-set record), and otherwise only reports its status. live
+// lists the Work's objects as the caller's cache has them. applied says
+// whether it applied.
+func (s *Store) Sync(ctx context.Context, work *flotillav1.Work, live func(*flotillav1.Work) ([]client.Object, error)) (applied bool, err error) {
+	e := s.entryFor(work.Name)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.work = work.DeepCopy()
+	objs, err := live(e.work)
+	if err != nil {
+		return false, err
+	}
+	if s.applier.NeedsApply(e.work, objs) {
+		return true, s.applyLocked(ctx, e)
+	}
+	s.reportLocked(ctx, e)
+	return false, nil
+}
+
+// StandDown implements the sync client's Stander: the hub refused this
+// agent, so the Store forgets every Work it holds (nothing is deleted and
+// the applied-set records stay), and the reconciler stops applying them.
+// Their objects run on as they are; the next accepted stream's snapshot
+// hands the Works back.
+func (s *Store) StandDown(ctx context.Context) {
+	names := s.Names()
+	for _, name := range names {
+		s.forget(name)
+	}
+	if len(names) > 0 {
+		log.FromContext(ctx).Info("the hub refused this agent: stopped applying the Works it held (nothing deleted; their objects run on)", "works", len(names))
+	}
+}
+
+var _ syncclient.Stander = (*Store)(nil)
+
+// Holds says whether the Store holds Work name.
+func (s *Store) Holds(name string) bool { return s.get(name) != nil }
 
 // Reconcile brings Work name back in line: re-apply when its objects
 // drifted (or its last apply failed), then report status. live are the

@@ -18,11 +18,6 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete
-
 // Reconciler keeps held Works applied and reported. Its requests are Work
 // names (the Name of the request; Namespace is empty), mapped from the
 // flotilla.dev/work annotation of the Deployments it watches.
@@ -74,8 +69,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // live lists work's Deployments from the cache.
 func (r *Reconciler) live(work *flotillav1.Work) ([]client.Object, error) {
+	return LiveDeployments(context.Background(), r.Reader, work)
+}
+
+// LiveDeployments lists work's Deployments from reader (a cache that holds
+// the objects carrying the flotilla.dev/work label), as NeedsApply and
+// Store.Reconcile take them.
+func LiveDeployments(ctx context.Context, reader client.Reader, work *flotillav1.Work) ([]client.Object, error) {
 	var list appsv1.DeploymentList
-	if err := r.Reader.List(context.Background(), &list, client.MatchingLabels{flotillav1.LabelWork: flotillav1.WorkLabelValue(work.Name)}); err != nil {
+	if err := reader.List(ctx, &list, client.MatchingLabels{flotillav1.LabelWork: flotillav1.WorkLabelValue(work.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the Deployments of Work %s: %w", work.Name, err)
 	}
 	out := make([]client.Object, 0, len(list.Items))

@@ -1,0 +1,13 @@
+package join
+
+import (
+	"testing"
+
+	"github.com/flotilla-dev/flotilla/test/envtestenv"
+)
+
+// One apiserver serves the package's tests; it starts on the first test
+// that needs it, so the table tests run without it.
+var sharedEnv envtestenv.Shared
+
+func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }

@@ -1,0 +1,31 @@
+package join
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Results of a renewal, the values of renewals' result label.
+const (
+	resultIssued = "issued"
+	resultDenied = "denied"
+	resultError  = "error"
+)
+
+var (
+	renewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_agent_certificate_renewals_total",
+		Help: "Renewals of the agent's client certificate, by result: issued, denied (the hub refused it) or error (the hub could not be reached, or storing it failed).",
+	}, []string{"result"})
+	expiry = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flotilla_agent_certificate_expiry_timestamp_seconds",
+		Help: "When the agent's current client certificate expires, in seconds since the epoch; 0 while it has none from the join flow.",
+	})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(renewals, expiry)
+	for _, r := range []string{resultIssued, resultDenied, resultError} {
+		renewals.WithLabelValues(r)
+	}
+}
