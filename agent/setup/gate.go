@@ -2,12 +2,9 @@ package setup
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 )
 
 // streamRunner is the sync client's Run.
@@ -89,24 +86,3 @@ func (g *memberGate) Start(ctx context.Context) error {
 		}
 	}
 }
-
-// readyzCheck asks the member apiserver's /readyz.
-func readyzCheck(cfg *rest.Config) (func(ctx context.Context) error, error) {
-	c := rest.CopyConfig(cfg)
-	c.Timeout = time.Second
-	// The unversioned client needs a serializer; /readyz returns text.
-	c.NegotiatedSerializer = serializer
-	rc, err := rest.UnversionedRESTClientFor(c)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) error {
-		res := rc.Get().AbsPath("/readyz").Do(ctx)
-		if err := res.Error(); err != nil {
-			return fmt.Errorf("member /readyz: %w", err)
-		}
-		return nil
-	}, nil
-}
-
-var serializer = clientgoscheme.Codecs.WithoutConversion()

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-dev/flotilla/internal/testutil"
+	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 )
 
 // member stands in for a member apiserver: an HTTPS server whose /readyz
@@ -176,7 +177,7 @@ func (s *stream) requireCounts(t *testing.T, what string, opens, closes int) {
 // returned. The test's cleanup stops it too.
 func startGate(t *testing.T, m *member, run streamRunner) (stop func() error) {
 	t.Helper()
-	check, err := readyzCheck(m.config())
+	check, err := memberprobe.Readyz(m.config())
 	if err != nil {
 		t.Fatalf("building the /readyz check: %v", err)
 	}
@@ -262,7 +263,7 @@ func TestMemberGateWaitsForTheMemberBeforeOpening(t *testing.T) {
 
 func TestMemberGateReturnsWhatEndsTheStream(t *testing.T) {
 	m := newMember(t)
-	check, err := readyzCheck(m.config())
+	check, err := memberprobe.Readyz(m.config())
 	if err != nil {
 		t.Fatalf("building the /readyz check: %v", err)
 	}
@@ -283,7 +284,7 @@ func TestMemberGateReturnsWhatEndsTheStream(t *testing.T) {
 
 func TestReadyzCheck(t *testing.T) {
 	m := newMember(t)
-	check, err := readyzCheck(m.config())
+	check, err := memberprobe.Readyz(m.config())
 	if err != nil {
 		t.Fatalf("building the check: %v", err)
 	}
@@ -301,7 +302,7 @@ func TestReadyzCheck(t *testing.T) {
 	// A server that does not chain to the configured CA is not the member.
 	untrusted := m.config()
 	untrusted.CAData = nil
-	check, err = readyzCheck(untrusted)
+	check, err = memberprobe.Readyz(untrusted)
 	if err != nil {
 		t.Fatalf("building the check: %v", err)
 	}

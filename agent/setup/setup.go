@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -36,6 +35,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
+	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 	"github.com/flotilla-dev/flotilla/pkg/works"
@@ -293,12 +293,7 @@ func New(opts Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	kubeVersion := ""
-	if dc, err := discovery.NewDiscoveryClientForConfig(opts.Config); err == nil {
-		if v, err := dc.ServerVersion(); err == nil {
-			kubeVersion = v.GitVersion
-		}
-	}
+	kubeVersion := memberprobe.ServerVersion(opts.Config)
 	// The agent's record of the fleet it serves, checked on every hello
 	// before anything is applied.
 	identity := &works.FleetIdentity{
@@ -322,7 +317,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	store.SetReporter(sc)
-	check, err := readyzCheck(opts.Config)
+	check, err := memberprobe.Readyz(opts.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,6 @@ func setupPush(ctx context.Context, mgr ctrl.Manager, opts Options, scheme *runt
 		Scheme:             scheme,
 		Version:            Version,
 		Instance:           instance,
-		Namespace:          hubNamespace(opts),
 		HeartbeatInterval:  opts.PushHeartbeatInterval,
 		DeleteRate:         opts.MemberDeleteRate,
 		DeleteBurst:        opts.MemberDeleteBurst,

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -296,18 +295,6 @@ func TestSwitchingPullPushPullKeepsDeployments(t *testing.T) {
 		uid = d.UID
 		return nil
 	})
-	setImage := func(image string) {
-		t.Helper()
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
-				return err
-			}
-			app.Spec.Image = image
-			return f.hub.Update(ctx, app)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	runs := func(image string) func() error {
 		return func() error {
 			d, err := f.deployment(ctx, "member-1", "default", "web")
@@ -330,7 +317,7 @@ func TestSwitchingPullPushPullKeepsDeployments(t *testing.T) {
 	}
 	f.makePush(t, "member-1", kubeconfig)
 	waitConnected(t, f.hub, "member-1", flotillav1.ReasonPushing)
-	setImage("nginx:1.28")
+	updateMyApp(t, f.hub, app, setImage("nginx:1.28"))
 	eventually(t, "the pushed image in member-1", 30*time.Second, runs("nginx:1.28"))
 	consistently(t, "the pushed image stays (the refused agent stood down)", 3*time.Second, runs("nginx:1.28"))
 
@@ -344,7 +331,7 @@ func TestSwitchingPullPushPullKeepsDeployments(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitConnected(t, f.hub, "member-1", flotillav1.ReasonStreamOpen)
-	setImage("nginx:1.29")
+	updateMyApp(t, f.hub, app, setImage("nginx:1.29"))
 	eventually(t, "the agent's image in member-1", 30*time.Second, runs("nginx:1.29"))
 	waitReady(t, f.hub, "member-1")
 }
@@ -383,7 +370,7 @@ func TestNewHubResumesPushWithoutReapplying(t *testing.T) {
 		uid = d.UID
 		return workApplied(f.hub, "member-1")
 	})
-	if n := pushApplies(t, first, "member-1"); n < 1 {
+	if n := metricValue(t, first, "flotilla_push_applies_total", "member-1"); n < 1 {
 		t.Fatalf("the first hub counted %v applies to member-1, want at least 1", n)
 	}
 	stop()
@@ -396,13 +383,13 @@ func TestNewHubResumesPushWithoutReapplying(t *testing.T) {
 	// The condition may still be the first hub's: wait for the new hub's
 	// own word that it reached and synced the member.
 	eventually(t, "the new hub up on member-1 (flotilla_push_member_up 1)", 30*time.Second, func() error {
-		if v := gaugeValue(t, second, "flotilla_push_member_up", "member-1"); v != 1 {
+		if v := metricValue(t, second, "flotilla_push_member_up", "member-1"); v != 1 {
 			return fmt.Errorf("flotilla_push_member_up = %v", v)
 		}
 		return nil
 	})
 	consistently(t, "the new hub applies nothing unchanged", 3*time.Second, func() error {
-		if n := pushApplies(t, second, "member-1"); n != 0 {
+		if n := metricValue(t, second, "flotilla_push_applies_total", "member-1"); n != 0 {
 			return fmt.Errorf("%v applies to member-1", n)
 		}
 		if err := workApplied(f.hub, "member-1"); err != nil {
@@ -418,15 +405,7 @@ func TestNewHubResumesPushWithoutReapplying(t *testing.T) {
 		return nil
 	})
 
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), app); err != nil {
-			return err
-		}
-		app.Spec.Image = "nginx:1.28"
-		return f.hub.Update(ctx, app)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	updateMyApp(t, f.hub, app, setImage("nginx:1.28"))
 	eventually(t, "the new image applied by the new hub", 30*time.Second, func() error {
 		d, err := f.deployment(ctx, "member-1", "default", "web")
 		if err != nil {
@@ -435,7 +414,7 @@ func TestNewHubResumesPushWithoutReapplying(t *testing.T) {
 		if got := d.Spec.Template.Spec.Containers[0].Image; got != "nginx:1.28" {
 			return fmt.Errorf("image %s", got)
 		}
-		if n := pushApplies(t, second, "member-1"); n != 1 {
+		if n := metricValue(t, second, "flotilla_push_applies_total", "member-1"); n != 1 {
 			return fmt.Errorf("%v applies to member-1, want 1", n)
 		}
 		return nil
@@ -459,8 +438,9 @@ func workApplied(c client.Client, member string) error {
 	return nil
 }
 
-// pushApplies sums flotilla_push_applies_total for cluster in reg.
-func pushApplies(t *testing.T, reg *prometheus.Registry, cluster string) float64 {
+// metricValue sums the series of the metric name in reg whose cluster
+// label is cluster (a counter's or a gauge's value); 0 when there is none.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, cluster string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -468,38 +448,16 @@ func pushApplies(t *testing.T, reg *prometheus.Registry, cluster string) float64
 	}
 	total := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != "flotilla_push_applies_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "cluster" && l.GetValue() == cluster {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
-}
-
-// gaugeValue is the value of gauge name for cluster in reg (-1 if absent).
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name, cluster string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "cluster" && l.GetValue() == cluster {
-					return m.GetGauge().GetValue()
+					total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 				}
 			}
 		}
 	}
-	return -1
+	return total
 }

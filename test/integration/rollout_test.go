@@ -68,16 +68,23 @@ func (r *rolloutEnv) get(app *flotillav1.MyApp) *flotillav1.MyApp {
 // update changes app's spec with retries on conflict.
 func (r *rolloutEnv) update(app *flotillav1.MyApp, change func(*flotillav1.MyApp)) {
 	r.t.Helper()
+	updateMyApp(r.t, r.env.c, app, change)
+}
+
+// updateMyApp applies change to the stored MyApp named like app, retrying
+// on conflicts, and fails t naming the MyApp when it cannot.
+func updateMyApp(t *testing.T, c client.Client, app *flotillav1.MyApp, change func(*flotillav1.MyApp)) {
+	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got := &flotillav1.MyApp{}
-		if err := r.env.c.Get(context.Background(), client.ObjectKeyFromObject(app), got); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(app), got); err != nil {
 			return err
 		}
 		change(got)
-		return r.env.c.Update(context.Background(), got)
+		return c.Update(context.Background(), got)
 	})
 	if err != nil {
-		r.t.Fatalf("updating MyApp %s: %v", app.Name, err)
+		t.Fatalf("updating MyApp %s: %v", app.Name, err)
 	}
 }
 

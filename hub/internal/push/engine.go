@@ -16,9 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -34,6 +31,7 @@ import (
 	"github.com/flotilla-dev/flotilla/agent/capacity"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
+	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 	"github.com/flotilla-dev/flotilla/pkg/works"
 )
@@ -74,8 +72,6 @@ type Engine struct {
 	Scheme *runtime.Scheme
 	// Version and Instance describe this hub in MemberCluster status.
 	Version, Instance string
-	// Namespace is the hub's namespace, named in status.
-	Namespace string
 	// HeartbeatInterval is how often each member's /readyz is asked
 	// (default 2s); FailureThreshold failures in a row make it down
 	// (default 3).
@@ -256,7 +252,7 @@ func (r reporter) ReportStatus(name string, st *flotillav1.WorkStatus) {
 // health asks the member's /readyz every heartbeat interval and tells
 // Health; on each (re)connect it syncs the member first.
 func (e *Engine) health(ctx context.Context, m *member, fleet string) {
-	check, err := readyz(m.cluster.GetConfig())
+	check, err := memberprobe.Readyz(m.cluster.GetConfig())
 	if err != nil {
 		e.Health.PushUnavailable(m.name, flotillav1.ReasonKubeconfigInvalid, fmt.Sprintf("the kubeconfig for Push member %s cannot be used: %v", m.name, err))
 		return
@@ -279,7 +275,7 @@ func (e *Engine) health(ctx context.Context, m *member, fleet string) {
 			fails = 0
 			if !up {
 				if info.KubernetesVersion == "" {
-					info.KubernetesVersion = serverVersion(m.cluster.GetConfig())
+					info.KubernetesVersion = memberprobe.ServerVersion(m.cluster.GetConfig())
 				}
 				if err := e.connect(ctx, m, fleet); err != nil {
 					e.Log.Info("a Push member answers but could not be synced; trying again", "member", m.name, "error", err.Error())
@@ -522,35 +518,6 @@ func (k *kicker) add(r mcreconcile.Request) {
 
 // String names the source in logs.
 func (k *kicker) String() string { return "push-kicker" }
-
-// readyz asks a member apiserver's /readyz within a second.
-func readyz(cfg *rest.Config) (func(ctx context.Context) error, error) {
-	c := rest.CopyConfig(cfg)
-	c.Timeout = time.Second
-	c.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	rc, err := rest.UnversionedRESTClientFor(c)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) error {
-		if err := rc.Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
-			return fmt.Errorf("member /readyz: %w", err)
-		}
-		return nil
-	}, nil
-}
-
-func serverVersion(cfg *rest.Config) string {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return ""
-	}
-	v, err := dc.ServerVersion()
-	if err != nil {
-		return ""
-	}
-	return v.GitVersion
-}
 
 func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 )
 
 // Problems is told when the hub cannot push to a member at all (the
@@ -221,7 +222,7 @@ func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, member 
 	// started once, and against a dead apiserver their reflectors back off
 	// (up to 30 s) and would lag behind the member once it is back. Ask
 	// every second, so a member that returns is engaged within about one.
-	check, err := readyz(cfg)
+	check, err := memberprobe.Readyz(cfg)
 	if err != nil {
 		p.Problems.PushUnavailable(member, flotillav1.ReasonKubeconfigInvalid, fmt.Sprintf("the kubeconfig for Push member %s cannot be used: %v", member, err))
 		return
