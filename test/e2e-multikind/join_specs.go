@@ -313,6 +313,10 @@ func CertificateRotationSpec(t *testing.T, in SpecInput, lifetime time.Duration)
 		time.Sleep(5 * time.Second)
 	}
 	for _, m := range in.Members {
+		t.Logf("the agent of %s had %d certificates in %s", m, len(agentSerials[m]), window)
+	}
+	t.Logf("the hub served %d certificates in %s", len(hubSerials), window)
+	for _, m := range in.Members {
 		if n := len(agentSerials[m]); n < 3 {
 			t.Errorf("the agent of %s had %d certificates in %s, want at least 3 (two renewals)", m, n, window)
 		}
