@@ -15,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/sync/client"
 	"github.com/flotilla-dev/flotilla/pkg/sync/internal/synctest"
@@ -78,7 +79,11 @@ func TestExpiredCertificateEndsStream(t *testing.T) {
 	converged(t, hub, west, "west")
 
 	short := issueAgent(t, p, "east", 4*time.Second)
-	east := synctest.StartAgent(t, p, "east", hub.Addr, withTLS(p.ClientTLSWith(t, short)))
+	var agentLog testutil.LogBuffer
+	east := synctest.StartAgent(t, p, "east", hub.Addr, func(c *client.Config) {
+		c.TLS = p.ClientTLSWith(t, short)
+		c.Logger = agentLog.Logger()
+	})
 	converged(t, hub, east, "east")
 	disconnectedWith(t, hub, "east", codes.Unauthenticated, "expired at "+short.Cert.NotAfter.UTC().Format(time.RFC3339))
 	if time.Now().Before(short.Cert.NotAfter) {
@@ -89,6 +94,15 @@ func TestExpiredCertificateEndsStream(t *testing.T) {
 		st := east.Client.State()
 		return st.Connects >= 3 && !st.Connected, fmt.Sprintf("%+v", st)
 	})
+	// The agent tells the end of a working stream at expiry (routine after
+	// a renewal) from the refusals of the reconnects that follow.
+	logged := agentLog.String()
+	if n := strings.Count(logged, "ended the stream at its certificate's expiry"); n != 1 {
+		t.Errorf("the agent logged the end at expiry %d times, want once:\n%s", n, logged)
+	}
+	if !strings.Contains(logged, "the hub refused this agent") {
+		t.Errorf("the agent did not log the refusals of its expired certificate:\n%s", logged)
+	}
 	if _, ok := hub.Sink.Connected("east"); ok {
 		t.Error("the hub counts an agent with an expired certificate as connected")
 	}

@@ -274,7 +274,7 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		delay := backoff(attempt, c.cfg.InitialBackoff, c.cfg.MaxBackoff)
 		attempt++
-		c.logStreamEnd(err, delay)
+		c.logStreamEnd(err, healthy, delay)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -285,7 +285,13 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 }
 
-func (c *Client) logStreamEnd(err error, delay time.Duration) {
+// logStreamEnd says why the stream ended. healthy is whether it had
+// worked: the hub authenticates a stream when it opens, so one that worked
+// and then ends UNAUTHENTICATED ended with its certificate (the hub cuts a
+// stream at its certificate's NotAfter). After a renewal that is the
+// routine move to the new certificate, not a refusal; if the certificate
+// was not renewed, the next attempt is refused and says so loudly.
+func (c *Client) logStreamEnd(err error, healthy bool, delay time.Duration) {
 	var mismatch *FleetMismatchError
 	if errors.As(err, &mismatch) {
 		// Loud, and on every attempt: this member applies nothing from
@@ -295,8 +301,10 @@ func (c *Client) logStreamEnd(err error, delay time.Duration) {
 		return
 	}
 	code := status.Code(err)
-	switch code {
-	case codes.Unauthenticated, codes.PermissionDenied:
+	switch {
+	case healthy && code == codes.Unauthenticated:
+		c.log.Info("the hub ended the stream at its certificate's expiry; reconnecting with the current certificate", "reason", err, "retryIn", delay)
+	case code == codes.Unauthenticated || code == codes.PermissionDenied:
 		// Only a person can fix these; say exactly what the hub said.
 		c.log.Error(err, "the hub refused this agent; retrying in case it is fixed", "code", code.String(), "retryIn", delay)
 	default:
