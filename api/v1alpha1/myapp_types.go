@@ -1,12 +1,14 @@
 package v1alpha1
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // MyAppSpec is what the user wants to run and where.
+// +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || self.progressDeadlineSeconds > (has(self.minReadySeconds) ? self.minReadySeconds : 0)",message="progressDeadlineSeconds must be greater than minReadySeconds"
 type MyAppSpec struct {
 	// Image is the container image, e.g. registry.example.com/team/web:1.2.
 	// +kubebuilder:validation:MinLength=1
@@ -26,6 +28,38 @@ type MyAppSpec struct {
 	// resource requests drive dynamic weighting.
 	// +optional
 	Template *PodTemplate `json:"template,omitempty"`
+
+	// Strategy is the member Deployments' update strategy, passed through
+	// as it is: RollingUpdate (the default, with maxSurge and
+	// maxUnavailable) or Recreate. It says how each member replaces its
+	// pods; spec.rollout says how a change reaches the members.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type in ['RollingUpdate', 'Recreate']",message="type must be RollingUpdate or Recreate"
+	// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'Recreate' || !has(self.rollingUpdate)",message="rollingUpdate may not be set when type is Recreate"
+	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.rollingUpdate.maxSurge) || (type(self.rollingUpdate.maxSurge) == int ? self.rollingUpdate.maxSurge >= 0 : self.rollingUpdate.maxSurge.matches('^[0-9]+%$'))",message="rollingUpdate.maxSurge must be a count of at least 0 or a percentage"
+	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.rollingUpdate.maxUnavailable) || (type(self.rollingUpdate.maxUnavailable) == int ? self.rollingUpdate.maxUnavailable >= 0 : self.rollingUpdate.maxUnavailable.matches('^[0-9]%$|^[1-9][0-9]%$|^100%$'))",message="rollingUpdate.maxUnavailable must be a count of at least 0 or a percentage from 0% to 100%"
+	// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.rollingUpdate.maxSurge) || !has(self.rollingUpdate.maxUnavailable) || !(string(self.rollingUpdate.maxSurge) in ['0', '0%'] && string(self.rollingUpdate.maxUnavailable) in ['0', '0%'])",message="rollingUpdate.maxSurge and rollingUpdate.maxUnavailable may not both be 0"
+	Strategy *appsv1.DeploymentStrategy `json:"strategy,omitempty"`
+
+	// MinReadySeconds is how long a new pod must be ready, with none of
+	// its containers crashing, before it counts as available in a member
+	// (the Deployment's field; 0 by default).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+
+	// ProgressDeadlineSeconds is how long a member Deployment may take to
+	// make progress before it reports Progressing False (the Deployment's
+	// field; 600 by default). It must be greater than minReadySeconds.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// RevisionHistoryLimit is how many old ReplicaSets each member keeps
+	// for rollback (the Deployment's field; 10 by default).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 
 	// TargetNamespace is the namespace in each member that the Deployment is
 	// created in; it defaults to the MyApp's own namespace.

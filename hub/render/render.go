@@ -214,7 +214,22 @@ func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) *app
 	if len(annotations) > 0 {
 		d.Spec.Template.Annotations = annotations
 	}
+	// The Deployment knobs pass through as they are; unset, the member's
+	// apiserver defaults them as for any Deployment.
+	if s := app.Spec.Strategy; s != nil {
+		d.Spec.Strategy = *s.DeepCopy()
+	}
+	d.Spec.MinReadySeconds = ptr.Deref(app.Spec.MinReadySeconds, 0)
+	d.Spec.ProgressDeadlineSeconds = copyInt32(app.Spec.ProgressDeadlineSeconds)
+	d.Spec.RevisionHistoryLimit = copyInt32(app.Spec.RevisionHistoryLimit)
 	return d
+}
+
+func copyInt32(p *int32) *int32 {
+	if p == nil {
+		return nil
+	}
+	return ptr.To(*p)
 }
 
 // Replicas is the replica count the Work rendered for cluster mc would ask

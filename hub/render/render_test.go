@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -293,6 +294,51 @@ func TestDeployment(t *testing.T) {
 		}
 		if img := d.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/team/web:2.0" {
 			t.Errorf("image = %s", img)
+		}
+	})
+
+	t.Run("strategy, minReadySeconds, progressDeadlineSeconds and revisionHistoryLimit pass through, copied", func(t *testing.T) {
+		strategy := &appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+			MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("50%")),
+		}}
+		app := newApp(func(a *flotillav1.MyApp) {
+			a.Spec.Strategy = strategy
+			a.Spec.MinReadySeconds = ptr.To[int32](5)
+			a.Spec.ProgressDeadlineSeconds = ptr.To[int32](120)
+			a.Spec.RevisionHistoryLimit = ptr.To[int32](2)
+		})
+		d := Deployment(app, 3, ClusterOverrides{})
+		if !equality.Semantic.DeepEqual(d.Spec.Strategy, *strategy) {
+			t.Errorf("strategy = %+v, want %+v", d.Spec.Strategy, *strategy)
+		}
+		if d.Spec.MinReadySeconds != 5 || ptr.Deref(d.Spec.ProgressDeadlineSeconds, 0) != 120 || ptr.Deref(d.Spec.RevisionHistoryLimit, 0) != 2 {
+			t.Errorf("minReadySeconds %d, progressDeadlineSeconds %v, revisionHistoryLimit %v; want 5, 120, 2",
+				d.Spec.MinReadySeconds, d.Spec.ProgressDeadlineSeconds, d.Spec.RevisionHistoryLimit)
+		}
+		d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(9))
+		*d.Spec.RevisionHistoryLimit = 9
+		if app.Spec.Strategy.RollingUpdate.MaxSurge.IntValue() != 0 || *app.Spec.RevisionHistoryLimit != 2 {
+			t.Error("the rendered Deployment shares the MyApp's strategy or limits")
+		}
+	})
+
+	t.Run("unset knobs stay unset: the member's apiserver defaults them", func(t *testing.T) {
+		d := Deployment(newApp(), 3, ClusterOverrides{})
+		if !equality.Semantic.DeepEqual(d.Spec.Strategy, appsv1.DeploymentStrategy{}) || d.Spec.MinReadySeconds != 0 ||
+			d.Spec.ProgressDeadlineSeconds != nil || d.Spec.RevisionHistoryLimit != nil {
+			t.Errorf("strategy %+v, minReadySeconds %d, progressDeadlineSeconds %v, revisionHistoryLimit %v; want all unset",
+				d.Spec.Strategy, d.Spec.MinReadySeconds, d.Spec.ProgressDeadlineSeconds, d.Spec.RevisionHistoryLimit)
+		}
+		raw, err := manifestJSON(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// (An empty "strategy": {} was always there: a struct is never
+		// omitted; the member defaults it.)
+		for _, field := range []string{"minReadySeconds", "progressDeadlineSeconds", "revisionHistoryLimit"} {
+			if strings.Contains(string(raw), `"`+field+`"`) {
+				t.Errorf("the manifest of an app without %s carries it: %s", field, raw)
+			}
 		}
 	})
 

@@ -110,6 +110,10 @@ func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
 
 	app := newApp("web", 2, flotillav1.Placement{ClusterAffinity: &flotillav1.ClusterAffinity{ClusterNames: []string{"member-1", "member-2"}}})
 	app.Spec.Image = "nginx:1.27"
+	// The Deployment knobs reach pull and push members alike.
+	app.Spec.Strategy = &appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	app.Spec.ProgressDeadlineSeconds = ptr.To[int32](120)
+	app.Spec.RevisionHistoryLimit = ptr.To[int32](3)
 	if err := f.hub.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +123,10 @@ func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
 			d, err := f.deployment(ctx, m, "default", "web")
 			if err != nil {
 				return fmt.Errorf("%s: %w", m, err)
+			}
+			if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || ptr.Deref(d.Spec.ProgressDeadlineSeconds, 0) != 120 || ptr.Deref(d.Spec.RevisionHistoryLimit, 0) != 3 {
+				return fmt.Errorf("%s's Deployment has strategy %+v, progressDeadlineSeconds %v, revisionHistoryLimit %v; want Recreate, 120, 3",
+					m, d.Spec.Strategy, d.Spec.ProgressDeadlineSeconds, d.Spec.RevisionHistoryLimit)
 			}
 			if m == "member-2" {
 				uid = d.UID

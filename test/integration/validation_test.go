@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -181,6 +183,32 @@ func TestMyAppValidation(t *testing.T) {
 		{"rollout concurrency above 100%", func(a *flotillav1.MyApp) {
 			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &flotillav1.ProgressiveRollout{MaxConcurrency: ptr.To(intstr.FromString("150%"))}}
 		}, "spec.rollout.progressive.maxConcurrency", "must be a count of at least 1 or a percentage from 1% to 100%"},
+		{"unknown Deployment strategy", func(a *flotillav1.MyApp) {
+			a.Spec.Strategy = &appsv1.DeploymentStrategy{Type: "BlueGreen"}
+		}, "spec.strategy", "type must be RollingUpdate or Recreate"},
+		{"rollingUpdate with Recreate", func(a *flotillav1.MyApp) {
+			a.Spec.Strategy = &appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromInt32(1))}}
+		}, "spec.strategy", "rollingUpdate may not be set when type is Recreate"},
+		{"negative maxSurge", func(a *flotillav1.MyApp) {
+			a.Spec.Strategy = &appsv1.DeploymentStrategy{RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromInt32(-1))}}
+		}, "spec.strategy", "rollingUpdate.maxSurge must be a count of at least 0 or a percentage"},
+		{"maxUnavailable above 100%", func(a *flotillav1.MyApp) {
+			a.Spec.Strategy = &appsv1.DeploymentStrategy{RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromString("120%"))}}
+		}, "spec.strategy", "rollingUpdate.maxUnavailable must be a count of at least 0 or a percentage from 0% to 100%"},
+		{"maxSurge and maxUnavailable both 0", func(a *flotillav1.MyApp) {
+			a.Spec.Strategy = &appsv1.DeploymentStrategy{RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr.To(intstr.FromString("0%")), MaxUnavailable: ptr.To(intstr.FromInt32(0))}}
+		}, "spec.strategy", "rollingUpdate.maxSurge and rollingUpdate.maxUnavailable may not both be 0"},
+		{"negative minReadySeconds", func(a *flotillav1.MyApp) { a.Spec.MinReadySeconds = ptr.To[int32](-1) },
+			"spec.minReadySeconds", "should be greater than or equal to 0"},
+		{"zero progressDeadlineSeconds", func(a *flotillav1.MyApp) { a.Spec.ProgressDeadlineSeconds = ptr.To[int32](0) },
+			"spec.progressDeadlineSeconds", "should be greater than or equal to 1"},
+		{"progress deadline within minReadySeconds", func(a *flotillav1.MyApp) {
+			a.Spec.MinReadySeconds = ptr.To[int32](30)
+			a.Spec.ProgressDeadlineSeconds = ptr.To[int32](30)
+		}, "spec", "progressDeadlineSeconds must be greater than minReadySeconds"},
+		{"negative revisionHistoryLimit", func(a *flotillav1.MyApp) { a.Spec.RevisionHistoryLimit = ptr.To[int32](-1) },
+			"spec.revisionHistoryLimit", "should be greater than or equal to 0"},
 		{"unknown rollout failure action", func(a *flotillav1.MyApp) {
 			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &flotillav1.ProgressiveRollout{OnFailure: "Explode"}}
 		}, "spec.rollout.progressive.onFailure", "Unsupported value"},
@@ -224,6 +252,32 @@ func TestMyAppValidation(t *testing.T) {
 		fb := got.Spec.Failover.Failback
 		if fb.Enabled == nil || !*fb.Enabled || fb.StabilizationWindowSeconds == nil || *fb.StabilizationWindowSeconds != 30 {
 			t.Errorf("failover.failback defaulted to %+v, want enabled with a 30s window", fb)
+		}
+	})
+
+	t.Run("the Deployment knobs are accepted and kept as given", func(t *testing.T) {
+		for name, strategy := range map[string]*appsv1.DeploymentStrategy{
+			"recreate": {Type: appsv1.RecreateDeploymentStrategyType},
+			"rolling": {Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("100%"))}},
+			"rolling-untyped": {RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromString("30%"))}},
+		} {
+			app := validApp("knobs-" + name)
+			app.Spec.Strategy = strategy
+			app.Spec.MinReadySeconds = ptr.To[int32](10)
+			app.Spec.ProgressDeadlineSeconds = ptr.To[int32](11)
+			app.Spec.RevisionHistoryLimit = ptr.To[int32](0)
+			if err := c.Create(ctx, app); err != nil {
+				t.Fatalf("%s: a valid MyApp was refused: %v", name, err)
+			}
+			got := &flotillav1.MyApp{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(got.Spec.Strategy, strategy) || *got.Spec.MinReadySeconds != 10 ||
+				*got.Spec.ProgressDeadlineSeconds != 11 || *got.Spec.RevisionHistoryLimit != 0 {
+				t.Errorf("%s: stored %+v, %v, %v, %v", name, got.Spec.Strategy, *got.Spec.MinReadySeconds, *got.Spec.ProgressDeadlineSeconds, *got.Spec.RevisionHistoryLimit)
+			}
 		}
 	})
 
