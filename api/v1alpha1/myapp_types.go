@@ -149,7 +149,7 @@ type PodTemplate struct {
 }
 
 // ClusterOverride changes the rendered Deployment for some clusters.
-// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.replicas) || has(self.env)",message="an override must set at least one of image, replicas and env"
+// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.replicas) || has(self.env) || has(self.nodeSelector) || has(self.tolerations)",message="an override must set at least one of image, replicas, env, nodeSelector and tolerations"
 type ClusterOverride struct {
 	// Name identifies the override in the list.
 	// +kubebuilder:validation:MinLength=1
@@ -173,6 +173,17 @@ type ClusterOverride struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=256
 	Env []corev1.EnvVar `json:"env,omitempty"`
+	// NodeSelector labels are added to the pods' node selector in the
+	// selected clusters (a later override's value wins for the same key),
+	// e.g. to run on a cluster's GPU nodes.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations are added to the pods' tolerations in the selected
+	// clusters, e.g. for a cluster whose nodes are tainted for this team.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 
 // ImageOverride replaces parts of an image reference

@@ -7,10 +7,13 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -26,9 +29,11 @@ const ContainerName = "app"
 // ClusterOverrides collects what the MyApp's overrides say for one cluster,
 // applied in list order (a later override wins over an earlier one).
 type ClusterOverrides struct {
-	image    *flotillav1.ImageOverride
-	replicas *int32
-	env      []corev1.EnvVar
+	image        *flotillav1.ImageOverride
+	replicas     *int32
+	env          []corev1.EnvVar
+	nodeSelector map[string]string
+	tolerations  []corev1.Toleration
 }
 
 // OverridesFor returns the overrides that apply to cluster mc (nil mc: a
@@ -64,6 +69,19 @@ func OverridesFor(app *flotillav1.MyApp, mc *flotillav1.MemberCluster) (ClusterO
 			out.replicas = ptr.To(*o.Replicas)
 		}
 		out.env = mergeEnv(out.env, o.Env)
+		for k, v := range o.NodeSelector {
+			if out.nodeSelector == nil {
+				out.nodeSelector = map[string]string{}
+			}
+			out.nodeSelector[k] = v
+		}
+		for _, tol := range o.Tolerations {
+			// Two overrides selecting one cluster may carry the same
+			// toleration; the pod needs it once.
+			if !slices.ContainsFunc(out.tolerations, func(have corev1.Toleration) bool { return equality.Semantic.DeepEqual(have, tol) }) {
+				out.tolerations = append(out.tolerations, *tol.DeepCopy())
+			}
+		}
 	}
 	return out, nil
 }
@@ -218,6 +236,12 @@ func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) *app
 	// apiserver defaults them as for any Deployment.
 	if s := app.Spec.Strategy; s != nil {
 		d.Spec.Strategy = *s.DeepCopy()
+	}
+	if len(ov.nodeSelector) > 0 {
+		d.Spec.Template.Spec.NodeSelector = maps.Clone(ov.nodeSelector)
+	}
+	if len(ov.tolerations) > 0 {
+		d.Spec.Template.Spec.Tolerations = slices.Clone(ov.tolerations)
 	}
 	d.Spec.MinReadySeconds = ptr.Deref(app.Spec.MinReadySeconds, 0)
 	d.Spec.ProgressDeadlineSeconds = copyInt32(app.Spec.ProgressDeadlineSeconds)

@@ -109,6 +109,20 @@ func TestOverridesFor(t *testing.T) {
 		mc:   eu,
 		want: ClusterOverrides{replicas: ptr.To[int32](0), env: env("A", "1")},
 	}, {
+		name: "node selectors merge with later values winning; tolerations add up, each once",
+		overrides: []flotillav1.ClusterOverride{
+			{Name: "all", TargetCluster: everyCluster, NodeSelector: map[string]string{"pool": "general", "arch": "amd64"},
+				Tolerations: []corev1.Toleration{{Key: "team", Value: "shop"}}},
+			{Name: "us", TargetCluster: otherCluster, NodeSelector: map[string]string{"pool": "us"}, Tolerations: []corev1.Toleration{{Key: "us"}}},
+			{Name: "gold", TargetCluster: gold, NodeSelector: map[string]string{"pool": "gpu"},
+				Tolerations: []corev1.Toleration{{Key: "team", Value: "shop"}, {Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+		},
+		mc: eu,
+		want: ClusterOverrides{
+			nodeSelector: map[string]string{"pool": "gpu", "arch": "amd64"},
+			tolerations:  []corev1.Toleration{{Key: "team", Value: "shop"}, {Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}, {
 		name: "an invalid selector is an error naming the override",
 		overrides: []flotillav1.ClusterOverride{
 			{Name: "ok", TargetCluster: everyCluster, Replicas: ptr.To[int32](1)},
@@ -139,6 +153,9 @@ func TestOverridesFor(t *testing.T) {
 			}
 			if !equality.Semantic.DeepEqual(got.env, tt.want.env) {
 				t.Errorf("env = %v, want %v", got.env, tt.want.env)
+			}
+			if !equality.Semantic.DeepEqual(got.nodeSelector, tt.want.nodeSelector) || !equality.Semantic.DeepEqual(got.tolerations, tt.want.tolerations) {
+				t.Errorf("nodeSelector %v, tolerations %v; want %v, %v", got.nodeSelector, got.tolerations, tt.want.nodeSelector, tt.want.tolerations)
 			}
 			if !equality.Semantic.DeepEqual(a, before) {
 				t.Error("OverridesFor changed the MyApp")
@@ -319,6 +336,24 @@ func TestDeployment(t *testing.T) {
 		*d.Spec.RevisionHistoryLimit = 9
 		if app.Spec.Strategy.RollingUpdate.MaxSurge.IntValue() != 0 || *app.Spec.RevisionHistoryLimit != 2 {
 			t.Error("the rendered Deployment shares the MyApp's strategy or limits")
+		}
+	})
+
+	t.Run("override node selector and tolerations reach the pod spec, copied", func(t *testing.T) {
+		ov := ClusterOverrides{nodeSelector: map[string]string{"pool": "gpu"},
+			tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)}}}
+		d := Deployment(newApp(), 1, ov)
+		spec := d.Spec.Template.Spec
+		if !maps.Equal(spec.NodeSelector, ov.nodeSelector) || !equality.Semantic.DeepEqual(spec.Tolerations, ov.tolerations) {
+			t.Errorf("nodeSelector %v, tolerations %v; want the override's", spec.NodeSelector, spec.Tolerations)
+		}
+		spec.NodeSelector["pool"] = "changed"
+		spec.Tolerations[0].Key = "changed"
+		if ov.nodeSelector["pool"] != "gpu" || ov.tolerations[0].Key != "gpu" {
+			t.Error("the rendered pod spec shares the overrides' maps or slices")
+		}
+		if plain := Deployment(newApp(), 1, ClusterOverrides{}).Spec.Template.Spec; plain.NodeSelector != nil || plain.Tolerations != nil {
+			t.Errorf("without overrides: nodeSelector %v, tolerations %v; want none", plain.NodeSelector, plain.Tolerations)
 		}
 	})
 

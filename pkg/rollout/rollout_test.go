@@ -328,6 +328,14 @@ func TestRevisionIgnoresReplicas(t *testing.T) {
 		func(s *flotillav1.MyAppSpec) { s.Template = &flotillav1.PodTemplate{Args: []string{"-v"}} },
 		func(s *flotillav1.MyAppSpec) { s.Overrides[0].Env[0].Value = "us" },
 		func(s *flotillav1.MyAppSpec) { s.Overrides[0].Image = &flotillav1.ImageOverride{Tag: "2"} },
+		// What runs where: an override with only a node selector or only
+		// tolerations is part of the revision, unlike one with only replicas.
+		func(s *flotillav1.MyAppSpec) {
+			s.Overrides = append(s.Overrides, flotillav1.ClusterOverride{Name: "gpu", NodeSelector: map[string]string{"gpu": "true"}})
+		},
+		func(s *flotillav1.MyAppSpec) {
+			s.Overrides = append(s.Overrides, flotillav1.ClusterOverride{Name: "tainted", Tolerations: []corev1.Toleration{{Key: "team", Value: "a"}}})
+		},
 	}
 	for i, f := range differ {
 		s := base()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,11 @@ func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
 	app.Spec.Strategy = &appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 	app.Spec.ProgressDeadlineSeconds = ptr.To[int32](120)
 	app.Spec.RevisionHistoryLimit = ptr.To[int32](3)
+	// A typed override reaches only the cluster it selects (a toleration:
+	// harmless to the testbed's nodes, unlike a node selector).
+	tol := corev1.Toleration{Key: "flotilla.test/push", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	app.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "push-only", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-2"}},
+		Tolerations: []corev1.Toleration{tol}}}
 	if err := f.hub.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +133,9 @@ func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
 			if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || ptr.Deref(d.Spec.ProgressDeadlineSeconds, 0) != 120 || ptr.Deref(d.Spec.RevisionHistoryLimit, 0) != 3 {
 				return fmt.Errorf("%s's Deployment has strategy %+v, progressDeadlineSeconds %v, revisionHistoryLimit %v; want Recreate, 120, 3",
 					m, d.Spec.Strategy, d.Spec.ProgressDeadlineSeconds, d.Spec.RevisionHistoryLimit)
+			}
+			if got, want := slices.Contains(d.Spec.Template.Spec.Tolerations, tol), m == "member-2"; got != want {
+				return fmt.Errorf("%s's Deployment has tolerations %v; the override selects member-2 only", m, d.Spec.Template.Spec.Tolerations)
 			}
 			if m == "member-2" {
 				uid = d.UID

@@ -163,7 +163,7 @@ func TestMyAppValidation(t *testing.T) {
 		}, "spec.failover.clusterUnreachable.purgeMode", "Unsupported value"},
 		{"empty override", func(a *flotillav1.MyApp) {
 			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "eu"}}
-		}, "spec.overrides[0]", "an override must set at least one of image, replicas and env"},
+		}, "spec.overrides[0]", "an override must set at least one of image, replicas, env, nodeSelector and tolerations"},
 		{"bad override tag", func(a *flotillav1.MyApp) {
 			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "eu", Image: &flotillav1.ImageOverride{Tag: "bad tag!"}}}
 		}, "spec.overrides[0].image.tag", "should match"},

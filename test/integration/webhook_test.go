@@ -121,6 +121,16 @@ func TestHubWebhookRefusesInvalidMyApps(t *testing.T) {
 				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "bad", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
 					Image: &flotillav1.ImageOverride{Registry: "mirror..example.com"}}}
 			}},
+		{"override toleration with a value and Exists", "spec.overrides[0].tolerations[0].value", "must be empty when operator is Exists",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "gpu", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
+					Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Value: "yes"}}}}
+			}},
+		{"override node selector key", "spec.overrides[0].nodeSelector[gpu type]", "name part must consist of alphanumeric characters",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "gpu", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
+					NodeSelector: map[string]string{"gpu type": "a100"}}}
+			}},
 		// The schema still answers first where it can.
 		{"negative replicas (schema)", "spec.replicas", "should be greater than or equal to 0",
 			func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](-3) }},

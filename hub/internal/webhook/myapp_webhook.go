@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -217,17 +218,8 @@ func validatePlacement(p *flotillav1.Placement, pp *field.Path) field.ErrorList 
 	for i := range p.ClusterAffinities {
 		errs = append(errs, validateAffinity(&p.ClusterAffinities[i].ClusterAffinity, pp.Child("clusterAffinities").Index(i))...)
 	}
-	for i, t := range p.ClusterTolerations {
-		tp := pp.Child("clusterTolerations").Index(i)
-		if t.Operator == corev1.TolerationOpExists && t.Value != "" {
-			errs = append(errs, field.Invalid(tp.Child("value"), t.Value, "must be empty when operator is Exists"))
-		}
-		if t.Key == "" && t.Operator != corev1.TolerationOpExists {
-			errs = append(errs, field.Invalid(tp.Child("operator"), t.Operator, "must be Exists when key is empty"))
-		}
-		if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
-			errs = append(errs, field.Invalid(tp.Child("tolerationSeconds"), *t.TolerationSeconds, "is only valid with effect NoExecute"))
-		}
+	for i := range p.ClusterTolerations {
+		errs = append(errs, validateToleration(&p.ClusterTolerations[i], pp.Child("clusterTolerations").Index(i))...)
 	}
 
 	// Which clusters can ever be selected, when the affinity names them.
@@ -278,11 +270,69 @@ func validateOverrides(app *flotillav1.MyApp, path *field.Path) (field.ErrorList
 				errs = append(errs, field.Invalid(op.Child("image"), img, "the overridden image is not a valid image reference"))
 			}
 		}
+		errs = append(errs, validateNodeSelector(o.NodeSelector, op.Child("nodeSelector"))...)
+		for j := range o.Tolerations {
+			errs = append(errs, validateToleration(&o.Tolerations[j], op.Child("tolerations").Index(j))...)
+		}
 		if o.Replicas != nil && divided {
 			warnings = append(warnings, fmt.Sprintf("spec.overrides[%d].replicas replaces the scheduler's share in the clusters it selects, so the total may differ from spec.replicas", i))
 		}
 	}
 	return errs, warnings
+}
+
+// validateNodeSelector checks what a member's apiserver would refuse in a
+// pod's node selector, so the refusal comes at admission and names the
+// override, not as an apply error in every selected member.
+func validateNodeSelector(sel map[string]string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range sel {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(path.Key(k), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(path.Key(k), v, msg))
+		}
+	}
+	return errs
+}
+
+// validateToleration checks a toleration as a pod's apiserver would:
+// Exists takes no value, an empty key needs Exists, tolerationSeconds
+// only with NoExecute, and the operator and effect are known ones. The
+// placement's cluster tolerations (of MemberCluster taints) and the
+// overrides' pod tolerations follow the same rules.
+func validateToleration(t *corev1.Toleration, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.Key != "" {
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(path.Child("key"), t.Key, msg))
+		}
+	}
+	switch t.Operator {
+	case corev1.TolerationOpEqual, "":
+		if t.Key == "" {
+			errs = append(errs, field.Invalid(path.Child("operator"), t.Operator, "must be Exists when key is empty"))
+		}
+		for _, msg := range validation.IsValidLabelValue(t.Value) {
+			errs = append(errs, field.Invalid(path.Child("value"), t.Value, msg))
+		}
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			errs = append(errs, field.Invalid(path.Child("value"), t.Value, "must be empty when operator is Exists"))
+		}
+	default:
+		errs = append(errs, field.Invalid(path.Child("operator"), t.Operator, "must be Equal or Exists"))
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		errs = append(errs, field.Invalid(path.Child("effect"), t.Effect, "must be NoSchedule, PreferNoSchedule or NoExecute (or empty: all three)"))
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		errs = append(errs, field.Invalid(path.Child("tolerationSeconds"), *t.TolerationSeconds, "is only valid with effect NoExecute"))
+	}
+	return errs
 }
 
 // validateAffinity checks the label selector of an affinity.

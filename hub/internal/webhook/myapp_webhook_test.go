@@ -111,7 +111,41 @@ func TestValidateMyApp(t *testing.T) {
 				corev1.Toleration{Key: flotillav1.TaintClusterUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
 				corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
 			),
-			overrides(flotillav1.ClusterOverride{Name: "eu", TargetCluster: names("a"), Image: &flotillav1.ImageOverride{Registry: "mirror.example.com", Tag: "1.1"}}),
+			overrides(flotillav1.ClusterOverride{Name: "eu", TargetCluster: names("a"), Image: &flotillav1.ImageOverride{Registry: "mirror.example.com", Tag: "1.1"}},
+				flotillav1.ClusterOverride{Name: "gpu", TargetCluster: names("b"),
+					NodeSelector: map[string]string{"nvidia.com/gpu.present": "true", "pool": ""},
+					Tolerations: []corev1.Toleration{
+						{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+						{Key: "dedicated", Value: "ml"},
+						{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](60)},
+					}}),
+		},
+	}, {
+		name: "override nodeSelector keys and values are checked as a pod's would be",
+		opts: []func(*flotillav1.MyApp){overrides(flotillav1.ClusterOverride{Name: "gpu", TargetCluster: names("a"),
+			NodeSelector: map[string]string{"bad key!": "x"}})},
+		wantFields: []string{"spec.overrides[0].nodeSelector[bad key!]"},
+	}, {
+		name: "an override nodeSelector value that is no label value",
+		opts: []func(*flotillav1.MyApp){overrides(flotillav1.ClusterOverride{Name: "gpu", TargetCluster: names("a"),
+			NodeSelector: map[string]string{"pool": "not a value"}})},
+		wantFields: []string{"spec.overrides[0].nodeSelector[pool]"},
+	}, {
+		name: "override tolerations are checked as a pod's would be",
+		opts: []func(*flotillav1.MyApp){overrides(flotillav1.ClusterOverride{Name: "gpu", TargetCluster: names("a"),
+			Tolerations: []corev1.Toleration{
+				{Key: "a", Operator: corev1.TolerationOpExists, Value: "x"},
+				{Value: "x"},
+				{Key: "b", Operator: "Like"},
+				{Key: "c", Effect: "NoRun"},
+				{Key: "d", Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr.To[int64](5)},
+			}})},
+		wantFields: []string{
+			"spec.overrides[0].tolerations[0].value",
+			"spec.overrides[0].tolerations[1].operator",
+			"spec.overrides[0].tolerations[2].operator",
+			"spec.overrides[0].tolerations[3].effect",
+			"spec.overrides[0].tolerations[4].tolerationSeconds",
 		},
 	}, {
 		name:       "an upper-case repository is spec.image",
