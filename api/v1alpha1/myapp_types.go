@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -149,7 +150,7 @@ type PodTemplate struct {
 }
 
 // ClusterOverride changes the rendered Deployment for some clusters.
-// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.replicas) || has(self.env) || has(self.nodeSelector) || has(self.tolerations)",message="an override must set at least one of image, replicas, env, nodeSelector and tolerations"
+// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.replicas) || has(self.env) || has(self.nodeSelector) || has(self.tolerations) || has(self.patches)",message="an override must set at least one of image, replicas, env, nodeSelector, tolerations and patches"
 type ClusterOverride struct {
 	// Name identifies the override in the list.
 	// +kubebuilder:validation:MinLength=1
@@ -184,6 +185,44 @@ type ClusterOverride struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Patches are JSON patch operations (RFC 6902) applied in order to the
+	// Deployment rendered for the selected clusters, after the typed
+	// fields above: they reach any field, e.g.
+	// /spec/template/spec/nodeSelector. Paths must lie in /spec or in
+	// /metadata/labels or /metadata/annotations, and not in /spec/selector
+	// or /spec/replicas (use replicas); the result must still be a
+	// Deployment whose pods carry the labels it selects. The webhook
+	// checks each patch against the app's rendered Deployment.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Patches []JSONPatch `json:"patches,omitempty"`
+}
+
+// JSONPatchOp is a JSON patch operation Flotilla applies.
+// +kubebuilder:validation:Enum=add;remove;replace
+type JSONPatchOp string
+
+const (
+	JSONPatchAdd     JSONPatchOp = "add"
+	JSONPatchRemove  JSONPatchOp = "remove"
+	JSONPatchReplace JSONPatchOp = "replace"
+)
+
+// JSONPatch is one JSON patch operation on a rendered Deployment. (That
+// add and replace need a value and remove takes none is checked by the
+// webhook: CEL cannot see a schemaless field.)
+type JSONPatch struct {
+	// Op is add, remove or replace.
+	Op JSONPatchOp `json:"op"`
+	// Path is a JSON pointer into the Deployment, e.g.
+	// /spec/template/spec/containers/0/livenessProbe.
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^/`
+	Path string `json:"path"`
+	// Value is what add and replace put at the path; remove takes none.
+	// +optional
+	Value *apiextensionsv1.JSON `json:"value,omitempty"`
 }
 
 // ImageOverride replaces parts of an image reference

@@ -34,6 +34,7 @@ type ClusterOverrides struct {
 	env          []corev1.EnvVar
 	nodeSelector map[string]string
 	tolerations  []corev1.Toleration
+	patches      []flotillav1.JSONPatch
 }
 
 // OverridesFor returns the overrides that apply to cluster mc (nil mc: a
@@ -82,6 +83,7 @@ func OverridesFor(app *flotillav1.MyApp, mc *flotillav1.MemberCluster) (ClusterO
 				out.tolerations = append(out.tolerations, *tol.DeepCopy())
 			}
 		}
+		out.patches = append(out.patches, o.Patches...)
 	}
 	return out, nil
 }
@@ -296,7 +298,10 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 	if err != nil {
 		return nil, 0, err
 	}
-	d := Deployment(app, replicas, ov)
+	d, err := Patch(Deployment(app, replicas, ov), ov.patches)
+	if err != nil {
+		return nil, 0, fmt.Errorf("the overrides' patches for %s: %w", cluster, err)
+	}
 	raw, err := manifestJSON(d)
 	if err != nil {
 		return nil, 0, fmt.Errorf("encoding the Deployment for %s: %w", cluster, err)

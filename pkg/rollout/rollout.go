@@ -31,7 +31,7 @@ func Revision(spec *flotillav1.MyAppSpec) flotillav1.RevisionTemplate {
 	rt := flotillav1.RevisionTemplate{Image: spec.Image, Template: spec.Template.DeepCopy()}
 	for i := range spec.Overrides {
 		o := spec.Overrides[i].DeepCopy()
-		if o.Image == nil && len(o.Env) == 0 && len(o.NodeSelector) == 0 && len(o.Tolerations) == 0 {
+		if o.Image == nil && len(o.Env) == 0 && len(o.NodeSelector) == 0 && len(o.Tolerations) == 0 && len(o.Patches) == 0 {
 			continue
 		}
 		o.Replicas = nil

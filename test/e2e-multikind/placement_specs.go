@@ -456,7 +456,7 @@ func InvalidSpec(t *testing.T, in SpecInput) {
 			func(a *flotillav1.MyApp) {
 				a.Spec.Placement.SpreadConstraints = []flotillav1.SpreadConstraint{{SpreadByField: flotillav1.SpreadByFieldRegion, MinGroups: ptr.To[int32](2), MaxGroups: ptr.To[int32](1)}}
 			}},
-		{"override that changes nothing", "CEL", "spec.overrides[0]", "an override must set at least one of image, replicas, env, nodeSelector and tolerations",
+		{"override that changes nothing", "CEL", "spec.overrides[0]", "an override must set at least one of image, replicas, env, nodeSelector, tolerations and patches",
 			func(a *flotillav1.MyApp) {
 				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "empty", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{m[0]}}}}
 			}},

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,8 +119,10 @@ func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
 	// A typed override reaches only the cluster it selects (a toleration:
 	// harmless to the testbed's nodes, unlike a node selector).
 	tol := corev1.Toleration{Key: "flotilla.test/push", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	// And a JSON patch reaches any field, only where its override selects.
 	app.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "push-only", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-2"}},
-		Tolerations: []corev1.Toleration{tol}}}
+		Tolerations: []corev1.Toleration{tol}}, {Name: "pull-only", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
+		Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchAdd, Path: "/spec/template/spec/terminationGracePeriodSeconds", Value: &apiextensionsv1.JSON{Raw: []byte("7")}}}}}
 	if err := f.hub.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +139,10 @@ func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
 			}
 			if got, want := slices.Contains(d.Spec.Template.Spec.Tolerations, tol), m == "member-2"; got != want {
 				return fmt.Errorf("%s's Deployment has tolerations %v; the override selects member-2 only", m, d.Spec.Template.Spec.Tolerations)
+			}
+			// The member defaults the grace period to 30 where no patch sets it.
+			if got, want := ptr.Deref(d.Spec.Template.Spec.TerminationGracePeriodSeconds, 0) == 7, m == "member-1"; got != want {
+				return fmt.Errorf("%s's pods have terminationGracePeriodSeconds %v; the patch selects member-1 only", m, d.Spec.Template.Spec.TerminationGracePeriodSeconds)
 			}
 			if m == "member-2" {
 				uid = d.UID

@@ -163,7 +163,7 @@ func TestMyAppValidation(t *testing.T) {
 		}, "spec.failover.clusterUnreachable.purgeMode", "Unsupported value"},
 		{"empty override", func(a *flotillav1.MyApp) {
 			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "eu"}}
-		}, "spec.overrides[0]", "an override must set at least one of image, replicas, env, nodeSelector and tolerations"},
+		}, "spec.overrides[0]", "an override must set at least one of image, replicas, env, nodeSelector, tolerations and patches"},
 		{"bad override tag", func(a *flotillav1.MyApp) {
 			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "eu", Image: &flotillav1.ImageOverride{Tag: "bad tag!"}}}
 		}, "spec.overrides[0].image.tag", "should match"},
@@ -171,6 +171,12 @@ func TestMyAppValidation(t *testing.T) {
 			a.Spec.Overrides = []flotillav1.ClusterOverride{
 				{Name: "eu", Replicas: ptr.To[int32](1)}, {Name: "eu", Replicas: ptr.To[int32](2)}}
 		}, "spec.overrides[1]", "Duplicate value"},
+		{"unknown patch op", func(a *flotillav1.MyApp) {
+			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "p", Patches: []flotillav1.JSONPatch{{Op: "move", Path: "/spec/paused"}}}}
+		}, "spec.overrides[0].patches[0].op", "Unsupported value"},
+		{"patch path not a JSON pointer", func(a *flotillav1.MyApp) {
+			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "p", Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchRemove, Path: "spec.paused"}}}}
+		}, "spec.overrides[0].patches[0].path", "should match"},
 		{"negative failback window", func(a *flotillav1.MyApp) {
 			a.Spec.Failover = &flotillav1.FailoverPolicy{Failback: &flotillav1.FailbackPolicy{StabilizationWindowSeconds: ptr.To[int32](-1)}}
 		}, "spec.failover.failback.stabilizationWindowSeconds", "should be greater than or equal to 0"},

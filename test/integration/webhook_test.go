@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -130,6 +131,21 @@ func TestHubWebhookRefusesInvalidMyApps(t *testing.T) {
 			func(a *flotillav1.MyApp) {
 				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "gpu", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
 					NodeSelector: map[string]string{"gpu type": "a100"}}}
+			}},
+		{"override patch on the replicas", "spec.overrides[0].patches[0].path", "is the scheduler's",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "p", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
+					Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchReplace, Path: "/spec/replicas", Value: &apiextensionsv1.JSON{Raw: []byte("4")}}}}}
+			}},
+		{"override patch that does not apply", "spec.overrides[0].patches[0].path", "checked against the app's rendered Deployment",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "p", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
+					Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchRemove, Path: "/spec/template/spec/nodeSelector/pool"}}}}
+			}},
+		{"override patch add without a value", "spec.overrides[0].patches[0].value", "is required for add and replace and not allowed for remove",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "p", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
+					Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchAdd, Path: "/spec/paused"}}}}
 			}},
 		// The schema still answers first where it can.
 		{"negative replicas (schema)", "spec.replicas", "should be greater than or equal to 0",

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -271,6 +272,7 @@ func validateOverrides(app *flotillav1.MyApp, path *field.Path) (field.ErrorList
 			}
 		}
 		errs = append(errs, validateNodeSelector(o.NodeSelector, op.Child("nodeSelector"))...)
+		errs = append(errs, validatePatches(app, o.Patches, op.Child("patches"))...)
 		for j := range o.Tolerations {
 			errs = append(errs, validateToleration(&o.Tolerations[j], op.Child("tolerations").Index(j))...)
 		}
@@ -279,6 +281,40 @@ func validateOverrides(app *flotillav1.MyApp, path *field.Path) (field.ErrorList
 		}
 	}
 	return errs, warnings
+}
+
+// validatePatches checks an override's JSON patches against the app's
+// rendered Deployment: each path is allowed, and the patches, in order,
+// apply to that rendering on their own and leave a Deployment that still
+// selects its pods. (Another override's patches or typed fields that also
+// select a cluster are not taken into account: keep patches to one
+// override where they build on each other.)
+func validatePatches(app *flotillav1.MyApp, patches []flotillav1.JSONPatch, path *field.Path) field.ErrorList {
+	if len(patches) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	for j, p := range patches {
+		if err := render.CheckPatchPath(p.Path); err != nil {
+			errs = append(errs, field.Invalid(path.Index(j).Child("path"), p.Path, err.Error()))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	base := render.Deployment(app, ptr.Deref(app.Spec.Replicas, 1), render.ClusterOverrides{})
+	if _, err := render.Patch(base, patches); err != nil {
+		var pe *render.PatchError
+		if errors.As(err, &pe) {
+			value := patches[pe.Index].Path
+			if pe.Field == "value" && patches[pe.Index].Value != nil {
+				value = string(patches[pe.Index].Value.Raw)
+			}
+			return field.ErrorList{field.Invalid(path.Index(pe.Index).Child(pe.Field), value, pe.Err.Error()+" (checked against the app's rendered Deployment)")}
+		}
+		return field.ErrorList{field.Invalid(path, len(patches), err.Error())}
+	}
+	return nil
 }
 
 // validateNodeSelector checks what a member's apiserver would refuse in a

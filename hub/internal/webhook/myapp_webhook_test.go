@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -118,8 +119,32 @@ func TestValidateMyApp(t *testing.T) {
 						{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 						{Key: "dedicated", Value: "ml"},
 						{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](60)},
+					},
+					Patches: []flotillav1.JSONPatch{
+						{Op: flotillav1.JSONPatchAdd, Path: "/spec/template/spec/containers/0/readinessProbe", Value: &apiextensionsv1.JSON{Raw: []byte(`{"httpGet":{"path":"/ready","port":8080}}`)}},
+						{Op: flotillav1.JSONPatchAdd, Path: "/spec/template/spec/priorityClassName", Value: &apiextensionsv1.JSON{Raw: []byte(`"high"`)}},
 					}}),
 		},
+	}, {
+		name: "an override patch outside what a patch may touch names its path",
+		opts: []func(*flotillav1.MyApp){overrides(flotillav1.ClusterOverride{Name: "p", TargetCluster: names("a"), Patches: []flotillav1.JSONPatch{
+			{Op: flotillav1.JSONPatchAdd, Path: "/spec/template/spec/priorityClassName", Value: &apiextensionsv1.JSON{Raw: []byte(`"high"`)}},
+			{Op: flotillav1.JSONPatchReplace, Path: "/spec/replicas", Value: &apiextensionsv1.JSON{Raw: []byte(`5`)}},
+			{Op: flotillav1.JSONPatchRemove, Path: "/spec/selector"},
+		}})},
+		wantFields: []string{"spec.overrides[0].patches[1].path", "spec.overrides[0].patches[2].path"},
+	}, {
+		name: "an override patch that does not apply to the rendered Deployment names its path",
+		opts: []func(*flotillav1.MyApp){overrides(flotillav1.ClusterOverride{Name: "p", TargetCluster: names("a"), Patches: []flotillav1.JSONPatch{
+			{Op: flotillav1.JSONPatchReplace, Path: "/spec/template/spec/nodeSelector/pool", Value: &apiextensionsv1.JSON{Raw: []byte(`"gpu"`)}},
+		}})},
+		wantFields: []string{"spec.overrides[0].patches[0].path"},
+	}, {
+		name: "an override patch that leaves no Deployment names its value",
+		opts: []func(*flotillav1.MyApp){overrides(flotillav1.ClusterOverride{Name: "p", TargetCluster: names("a"), Patches: []flotillav1.JSONPatch{
+			{Op: flotillav1.JSONPatchAdd, Path: "/spec/template/spec/nodeSelector", Value: &apiextensionsv1.JSON{Raw: []byte(`["not", "a", "map"]`)}},
+		}})},
+		wantFields: []string{"spec.overrides[0].patches[0].value"},
 	}, {
 		name: "override nodeSelector keys and values are checked as a pod's would be",
 		opts: []func(*flotillav1.MyApp){overrides(flotillav1.ClusterOverride{Name: "gpu", TargetCluster: names("a"),

@@ -106,8 +106,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	d, err := desired(s)
 	if err != nil {
-		// An override selector that does not parse: retrying cannot help,
-		// a new spec brings the next reconcile.
+		// An override selector that does not parse, or override patches
+		// that do not apply to a cluster's rendering: retrying cannot help,
+		// a new spec (or a fleet change) brings the next reconcile, and
+		// until then every cluster keeps its last Work.
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	return r.write(ctx, s, d, start)
