@@ -57,6 +57,12 @@ const (
 	// to an allowed namespace, the grant comes back, or it is deleted. The
 	// message names spec.targetNamespace and the policies considered.
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	// ReasonRenderFailed (MyApp Degraded True): the hub could not render
+	// a cluster's Work from the spec (an override selector that does not
+	// parse, override patches that do not apply together to a cluster's
+	// Deployment). It wrote nothing, so every cluster keeps its last Work,
+	// until the spec or the fleet changes.
+	ReasonRenderFailed = "RenderFailed"
 
 	// ReasonApplied: the member applied the objects.
 	ReasonApplied = "Applied"

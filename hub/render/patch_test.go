@@ -130,7 +130,7 @@ func TestWorkAppliesTheSelectedOverridesPatches(t *testing.T) {
 		Name: "eu", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"eu-1"}},
 		Patches: []flotillav1.JSONPatch{patch(flotillav1.JSONPatchRemove, "/spec/template/spec/hostname", "")},
 	}))
-	if _, _, err := Work(broken, "eu-1", member("eu-1", "r", nil), 2, ""); err == nil || !strings.Contains(err.Error(), "patches[0].path") {
-		t.Errorf("a patch that cannot apply: error = %v, want one naming patches[0].path", err)
+	if _, _, err := Work(broken, "eu-1", member("eu-1", "r", nil), 2, ""); err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (eu) for eu-1: patches[0].path") {
+		t.Errorf("a patch that cannot apply: error = %v, want one naming spec.overrides[0] (eu), the cluster and patches[0].path", err)
 	}
 }

@@ -34,7 +34,15 @@ type ClusterOverrides struct {
 	env          []corev1.EnvVar
 	nodeSelector map[string]string
 	tolerations  []corev1.Toleration
-	patches      []flotillav1.JSONPatch
+	patches      []overridePatches
+}
+
+// overridePatches are the JSON patches of one override, with its place in
+// spec.overrides so an error can name it.
+type overridePatches struct {
+	index   int
+	name    string
+	patches []flotillav1.JSONPatch
 }
 
 // OverridesFor returns the overrides that apply to cluster mc (nil mc: a
@@ -83,7 +91,9 @@ func OverridesFor(app *flotillav1.MyApp, mc *flotillav1.MemberCluster) (ClusterO
 				out.tolerations = append(out.tolerations, *tol.DeepCopy())
 			}
 		}
-		out.patches = append(out.patches, o.Patches...)
+		if len(o.Patches) > 0 {
+			out.patches = append(out.patches, overridePatches{index: i, name: o.Name, patches: o.Patches})
+		}
 	}
 	return out, nil
 }
@@ -298,9 +308,11 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 	if err != nil {
 		return nil, 0, err
 	}
-	d, err := Patch(Deployment(app, replicas, ov), ov.patches)
-	if err != nil {
-		return nil, 0, fmt.Errorf("the overrides' patches for %s: %w", cluster, err)
+	d := Deployment(app, replicas, ov)
+	for _, op := range ov.patches {
+		if d, err = Patch(d, op.patches); err != nil {
+			return nil, 0, fmt.Errorf("spec.overrides[%d] (%s) for %s: %w", op.index, op.name, cluster, err)
+		}
 	}
 	raw, err := manifestJSON(d)
 	if err != nil {

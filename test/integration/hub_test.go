@@ -362,3 +362,66 @@ func TestHubAggregatesStatus(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRenderFailureShowsOnTheMyApp: two overrides whose patches each apply
+// to the app's rendering, but not together to the cluster both select,
+// pass the webhook's check of each override on its own. The hub writes no
+// Work for the app, says so on the MyApp (Degraded, RenderFailed, naming
+// the patch), and once the spec is fixed writes the Works and clears it.
+func TestRenderFailureShowsOnTheMyApp(t *testing.T) {
+	env := newHubEnv(t, nil)
+	ctx := context.Background()
+	hb := startHeartbeats(t, env.hub.Tracker)
+	createMembers(t, env.c, "member-1", "member-2")
+	for _, n := range []string{"member-1", "member-2"} {
+		hb.connect(n, nil)
+	}
+	waitReady(t, env.c, "member-1", "member-2")
+
+	app := newApp("clash", 2, flotillav1.Placement{ClusterAffinity: &flotillav1.ClusterAffinity{ClusterNames: []string{"member-1", "member-2"}}})
+	app.Spec.Template = &flotillav1.PodTemplate{Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}
+	one := flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}}
+	app.Spec.Overrides = []flotillav1.ClusterOverride{
+		{Name: "drop-env", TargetCluster: one, Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchRemove, Path: "/spec/template/spec/containers/0/env"}}},
+		{Name: "drop-a", TargetCluster: one, Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchRemove, Path: "/spec/template/spec/containers/0/env/0"}}},
+	}
+	if err := env.c.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "MyApp clash Degraded with reason RenderFailed", 30*time.Second, func() error {
+		got := &flotillav1.MyApp{}
+		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flotillav1.ReasonRenderFailed {
+			return fmt.Errorf("Degraded: %+v", c)
+		}
+		if !strings.Contains(c.Message, "spec.overrides[1] (drop-a) for member-1: patches[0].path") {
+			return fmt.Errorf("the message does not name the cluster and the patch: %q", c.Message)
+		}
+		return nil
+	})
+	if works, err := worksOf(env.c, app); err != nil || len(works) != 0 {
+		t.Fatalf("Works of an app that does not render: %v, %v; want none", works, err)
+	}
+
+	updateMyApp(t, env.c, app, func(a *flotillav1.MyApp) { a.Spec.Overrides = a.Spec.Overrides[:1] })
+	eventually(t, "both Works written and RenderFailed cleared", 30*time.Second, func() error {
+		works, err := worksOf(env.c, app)
+		if err != nil {
+			return err
+		}
+		if len(works) != 2 {
+			return fmt.Errorf("%d Works, want 2", len(works))
+		}
+		got := &flotillav1.MyApp{}
+		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded); c != nil && c.Reason == flotillav1.ReasonRenderFailed {
+			return fmt.Errorf("still Degraded for RenderFailed: %+v", c)
+		}
+		return nil
+	})
+}

@@ -6,7 +6,10 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/truncate"
 )
 
 // +kubebuilder:rbac:groups=flotilla.dev,resources=myapps,verbs=get;list;watch;update;patch
@@ -109,8 +113,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// An override selector that does not parse, or override patches
 		// that do not apply to a cluster's rendering: retrying cannot help,
 		// a new spec (or a fleet change) brings the next reconcile, and
-		// until then every cluster keeps its last Work.
+		// until then every cluster keeps its last Work. Say so where the
+		// user looks.
+		if werr := r.renderFailed(ctx, app, err); werr != nil {
+			return reconcile.Result{}, werr
+		}
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	return r.write(ctx, s, d, start)
+}
+
+// renderFailed marks app Degraded with reason RenderFailed and cause, and
+// emits a warning event; the rest of its status stays as it was (the
+// clusters still run their last Works). The next successful reconcile
+// computes every condition afresh.
+func (r *Reconciler) renderFailed(ctx context.Context, app *flotillav1.MyApp, cause error) error {
+	msg := truncate.String("nothing was written, every cluster keeps its last Work: "+cause.Error(), 1024)
+	st := *app.Status.DeepCopy()
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: flotillav1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: flotillav1.ReasonRenderFailed,
+		Message: msg, ObservedGeneration: app.Generation,
+	})
+	r.event(app, corev1.EventTypeWarning, flotillav1.ReasonRenderFailed, "Render", "%s", msg)
+	return r.writeStatus(ctx, app, st, false)
 }
