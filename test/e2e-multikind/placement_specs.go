@@ -4,14 +4,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -342,16 +345,40 @@ func ImageRolloutSpec(t *testing.T, in SpecInput) {
 // registry and tag and the replicas there (3 of mirror.example.com/...:2.0)
 // while the other members run the scheduled 2 replicas of the MyApp's own
 // image; the placement itself is unchanged (overrides apply after
-// scheduling) and the status reports the overridden replicas.
+// scheduling) and the status reports the overridden replicas. A JSON-patch
+// override for the first member sets the pods' node selector (to a label
+// its first node has, so the pods still run) there only.
 func OverrideSpec(t *testing.T, in SpecInput) {
 	requireMembers(t, in, 2)
+	ctx := context.Background()
 	target := in.Members[len(in.Members)-1]
+	first := in.Members[0]
+	nodes := &corev1.NodeList{}
+	if err := in.Provider.Member(first).List(ctx, nodes); err != nil || len(nodes.Items) == 0 || len(nodes.Items[0].Labels) == 0 {
+		t.Fatalf("a labelled node of %s to select: %d nodes, %v", first, len(nodes.Items), err)
+	}
+	var key string
+	for k := range nodes.Items[0].Labels {
+		if key == "" || k < key {
+			key = k
+		}
+	}
+	selector := map[string]string{key: nodes.Items[0].Labels[key]}
+	raw, err := json.Marshal(selector)
+	if err != nil {
+		t.Fatal(err)
+	}
 	app := newMyApp(in, "web", 2, duplicated())
 	app.Spec.Overrides = []flotillav1.ClusterOverride{{
 		Name:          "mirror-in-" + target,
 		TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{target}},
 		Image:         &flotillav1.ImageOverride{Registry: "mirror.example.com", Tag: "2.0"},
 		Replicas:      ptr.To[int32](3),
+	}, {
+		Name:          "node-in-" + first,
+		TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{first}},
+		Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchAdd, Path: "/spec/template/spec/nodeSelector",
+			Value: &apiextensionsv1.JSON{Raw: raw}}},
 	}}
 	createMyApp(t, in, app)
 	w := map[string]deployWant{}
@@ -363,6 +390,19 @@ func OverrideSpec(t *testing.T, in SpecInput) {
 	eventually(t, fmt.Sprintf("3 replicas of %s in %s only, 2 of %s elsewhere", overrideImage, target, baseImage), convergeTimeout, deploymentsRolledOut(in, "web", w))
 	eventually(t, "status.placement of 2 everywhere (overrides apply after scheduling)", convergeTimeout, placementIs(in, "web", each(in.Members, 2)))
 	eventually(t, "MyApp web Ready with the overridden replicas assigned", convergeTimeout, appReady(in, "web", assigned))
+	for _, m := range in.Members {
+		d := &appsv1.Deployment{}
+		if err := in.Provider.Member(m).Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: "web"}, d); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string(nil)
+		if m == first {
+			want = selector
+		}
+		if got := d.Spec.Template.Spec.NodeSelector; !maps.Equal(got, want) {
+			t.Errorf("%s: the pods' nodeSelector is %v, want %v (the patch selects %s only)", m, got, want, first)
+		}
+	}
 }
 
 // DeleteSpec: deleting a MyApp removes everything it made everywhere: its
@@ -455,6 +495,11 @@ func InvalidSpec(t *testing.T, in SpecInput) {
 		{"minGroups above maxGroups", "CEL", "spec.placement.spreadConstraints[0]", "minGroups must be less than or equal to maxGroups",
 			func(a *flotillav1.MyApp) {
 				a.Spec.Placement.SpreadConstraints = []flotillav1.SpreadConstraint{{SpreadByField: flotillav1.SpreadByFieldRegion, MinGroups: ptr.To[int32](2), MaxGroups: ptr.To[int32](1)}}
+			}},
+		{"override patch that does not apply", "webhook", "spec.overrides[0].patches[0].path", "checked against the app's rendered Deployment",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "bad-path", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{m[0]}},
+					Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchReplace, Path: "/spec/template/spec/nodeSelector/zone", Value: &apiextensionsv1.JSON{Raw: []byte(`"a"`)}}}}}
 			}},
 		{"override that changes nothing", "CEL", "spec.overrides[0]", "an override must set at least one of image, replicas, env, nodeSelector, tolerations and patches",
 			func(a *flotillav1.MyApp) {
