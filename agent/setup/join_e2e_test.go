@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent/join"
@@ -30,30 +31,8 @@ import (
 // and the next stream, after the hub ends the first, presents a renewed
 // certificate.
 func TestAgentJoinsAndRotatesKeepingTheStream(t *testing.T) {
-	cfg := startEnv(t)
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, c, ns, hub := joinFixture(t, "agent-join-")
 	ctx := context.Background()
-	ns := "agent-join-" + rand.String(5)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := bootstrap.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := jointest.Start(t, jointest.Options{Token: tok.String(), AutoApprove: true, Lifetime: 4 * time.Second})
-	if err := c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: flotillav1.AgentBootstrapSecretName},
-		StringData: map[string]string{
-			join.BootstrapKeyHubAddress: hub.Addr, join.BootstrapKeyToken: tok.String(),
-			join.BootstrapKeyCAHash: hub.CAHash, join.BootstrapKeyClusterName: "east",
-		},
-	}); err != nil {
-		t.Fatal(err)
-	}
 
 	a, err := New(Options{
 		Config: cfg, Namespace: ns, MetricsAddr: "0", ProbeAddr: "0",
@@ -152,30 +131,8 @@ func TestNewWithoutIdentity(t *testing.T) {
 // takes over with the newest certificate in the credentials Secret, not
 // the one that was there when it started, and without registering again.
 func TestOnlyTheLeaderJoinsAndANewLeaderUsesTheNewestCertificate(t *testing.T) {
-	cfg := startEnv(t)
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _, ns, hub := joinFixture(t, "agent-join-le-")
 	ctx := context.Background()
-	ns := "agent-join-le-" + rand.String(5)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := bootstrap.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := jointest.Start(t, jointest.Options{Token: tok.String(), AutoApprove: true, Lifetime: 4 * time.Second})
-	if err := c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: flotillav1.AgentBootstrapSecretName},
-		StringData: map[string]string{
-			join.BootstrapKeyHubAddress: hub.Addr, join.BootstrapKeyToken: tok.String(),
-			join.BootstrapKeyCAHash: hub.CAHash, join.BootstrapKeyClusterName: "east",
-		},
-	}); err != nil {
-		t.Fatal(err)
-	}
 	// A buffer, not testr: a manager that loses its lease on stop logs
 	// after the test has ended.
 	logs := &testutil.LogBuffer{}
@@ -305,4 +262,37 @@ func TestDeniedJoinStopsTheAgent(t *testing.T) {
 	if n := len(hub.Streams()); n != 0 {
 		t.Errorf("the denied agent opened %d streams", n)
 	}
+}
+
+// joinFixture starts an envtest member with a fresh namespace (named
+// prefix + random) holding only a bootstrap Secret for cluster east, and a
+// test hub on loopback that takes its token, approves at once and issues
+// 4-second certificates.
+func joinFixture(t *testing.T, prefix string) (*rest.Config, client.Client, string, *jointest.Hub) {
+	t.Helper()
+	cfg := startEnv(t)
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := prefix + rand.String(5)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := bootstrap.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := jointest.Start(t, jointest.Options{Token: tok.String(), AutoApprove: true, Lifetime: 4 * time.Second})
+	if err := c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: flotillav1.AgentBootstrapSecretName},
+		StringData: map[string]string{
+			join.BootstrapKeyHubAddress: hub.Addr, join.BootstrapKeyToken: tok.String(),
+			join.BootstrapKeyCAHash: hub.CAHash, join.BootstrapKeyClusterName: "east",
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c, ns, hub
 }
