@@ -420,20 +420,7 @@ func TestRenewal(t *testing.T) {
 	m.writeBootstrap(t, hub.Addr, tok, "east", hub.CAHash)
 	issued := metricValue(t, renewals.WithLabelValues(resultIssued))
 	k := m.keeper(t, hub.Addr, "east")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- k.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := waitErr(t, done, "the Keeper"); err != nil {
-			t.Errorf("the Keeper ended with %v", err)
-		}
-	}()
-	select {
-	case <-k.cfg.Source.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the Source held no certificate within 30s")
-	}
+	startKeeper(t, k)
 	first := m.credentials(t)
 	seen := map[string]bool{first.Cert.SerialNumber.Text(16): true}
 	testutil.Eventually(t, "two renewals stored in the Secret and used by the Source", 30*time.Second, func() error {
@@ -480,20 +467,7 @@ func TestRenewalDeniedKeepsTheCertificate(t *testing.T) {
 	hub.DenyRenewals("MemberCluster east is not accepted")
 	denied := metricValue(t, renewals.WithLabelValues(resultDenied))
 	k := m.keeper(t, hub.Addr, "east")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- k.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := waitErr(t, done, "the Keeper"); err != nil {
-			t.Errorf("the Keeper ended with %v", err)
-		}
-	}()
-	select {
-	case <-k.cfg.Source.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the Source held no certificate within 30s")
-	}
+	startKeeper(t, k)
 	first := m.serial(t)
 	testutil.Eventually(t, "a denied renewal counted", 30*time.Second, func() error {
 		if got := metricValue(t, renewals.WithLabelValues(resultDenied)) - denied; got < 1 {
@@ -526,4 +500,24 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 		return c.GetValue()
 	}
 	return out.GetGauge().GetValue()
+}
+
+// startKeeper runs k until the test ends (then stops it and checks that it
+// ended cleanly) and waits for its Source to hold a certificate.
+func startKeeper(t *testing.T, k *Keeper) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := waitErr(t, done, "the Keeper"); err != nil {
+			t.Errorf("the Keeper ended with %v", err)
+		}
+	})
+	select {
+	case <-k.cfg.Source.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Source held no certificate within 30s")
+	}
 }
