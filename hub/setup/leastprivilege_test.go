@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -43,29 +44,8 @@ import (
 //     material, and nothing it logs says forbidden.
 func TestHubRunsWithShippedRBAC(t *testing.T) {
 	ctx := context.Background()
-	adminCfg := sharedEnv.Config(t)
-	if _, err := envtest.InstallCRDs(adminCfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(adminCfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin, hubCfg, webhooks := shippedHub(t)
 	const ns = flotillav1.SystemNamespace
-	hubCfg, err := deployrbac.ServiceAccountConfig(ctx, adminCfg, ns, "flotilla-hub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := deployrbac.Install(ctx, admin, deployrbac.Hub); err != nil {
-		t.Fatal(err)
-	}
-	webhooks, err := deployrbac.Load(filepath.Join(deployrbac.DeployDir(), "hub", "webhook.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := deployrbac.Apply(ctx, admin, webhooks); err != nil {
-		t.Fatal(err)
-	}
 	// The shipped webhooks call a Service envtest cannot reach; leave no
 	// failing webhook behind for the package's other tests.
 	t.Cleanup(func() {
@@ -321,4 +301,37 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// shippedHub prepares the shared envtest apiserver for a hub that runs
+// with only what deploy/hub ships: the CRDs, the hub's RBAC and
+// webhook.yaml applied. It returns an admin client, the hub service
+// account's config and the applied webhook configurations (a test removes
+// them again: envtest cannot reach the Service they call).
+func shippedHub(t *testing.T) (client.Client, *rest.Config, []client.Object) {
+	t.Helper()
+	ctx := context.Background()
+	adminCfg := sharedEnv.Config(t)
+	if _, err := envtest.InstallCRDs(adminCfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(adminCfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubCfg, err := deployrbac.ServiceAccountConfig(ctx, adminCfg, flotillav1.SystemNamespace, "flotilla-hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := deployrbac.Install(ctx, admin, deployrbac.Hub); err != nil {
+		t.Fatal(err)
+	}
+	webhooks, err := deployrbac.Load(filepath.Join(deployrbac.DeployDir(), "hub", "webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := deployrbac.Apply(ctx, admin, webhooks); err != nil {
+		t.Fatal(err)
+	}
+	return admin, hubCfg, webhooks
 }

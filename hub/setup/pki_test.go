@@ -31,7 +31,6 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
 	"github.com/flotilla-dev/flotilla/pkg/hubca"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
-	"github.com/flotilla-dev/flotilla/test/deployrbac"
 	"github.com/flotilla-dev/flotilla/test/envtestenv"
 )
 
@@ -50,29 +49,8 @@ import (
 //     naming it, is left as it is, and the running hub keeps serving.
 func TestSelfManagedPKI(t *testing.T) {
 	ctx := context.Background()
-	adminCfg := sharedEnv.Config(t)
-	if _, err := envtest.InstallCRDs(adminCfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(adminCfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin, hubCfg, webhooks := shippedHub(t)
 	const ns = flotillav1.SystemNamespace
-	hubCfg, err := deployrbac.ServiceAccountConfig(ctx, adminCfg, ns, "flotilla-hub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := deployrbac.Install(ctx, admin, deployrbac.Hub); err != nil {
-		t.Fatal(err)
-	}
-	webhooks, err := deployrbac.Load(filepath.Join(deployrbac.DeployDir(), "hub", "webhook.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := deployrbac.Apply(ctx, admin, webhooks); err != nil {
-		t.Fatal(err)
-	}
 	caKey := client.ObjectKey{Namespace: ns, Name: flotillav1.HubCASecretName}
 	deleteCA := func() {
 		err := admin.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: caKey.Namespace, Name: caKey.Name}})
