@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -186,6 +187,29 @@ func (f *fleet) startSyncHubWith(t *testing.T, syncAddr string, mutate func(*set
 	}
 	t.Cleanup(stop)
 	return hub, stop
+}
+
+// createWeb creates MyApp default/web (1 replica of nginx:1.27, placed
+// anywhere) and waits for its Deployment in member-1; it returns the MyApp
+// and that Deployment's UID.
+func (f *fleet) createWeb(t *testing.T) (*flotillav1.MyApp, types.UID) {
+	t.Helper()
+	ctx := context.Background()
+	app := newApp("web", 1, flotillav1.Placement{})
+	app.Spec.Image = "nginx:1.27"
+	if err := f.hub.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	var uid types.UID
+	eventually(t, "Deployment web in member-1", 60*time.Second, func() error {
+		d, err := f.deployment(ctx, "member-1", "default", "web")
+		if err != nil {
+			return err
+		}
+		uid = d.UID
+		return nil
+	})
+	return app, uid
 }
 
 func (f *fleet) deployment(ctx context.Context, member, namespace, name string) (*appsv1.Deployment, error) {

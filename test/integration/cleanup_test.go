@@ -8,7 +8,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,20 +42,7 @@ func TestMyAppDeletionWaitsForTheMember(t *testing.T) {
 	stopAgent := startAgent(t, f.agentOptions(t, "member-1", syncAddr))
 	waitReady(t, f.hub, "member-1")
 
-	app := newApp("web", 1, flotillav1.Placement{})
-	app.Spec.Image = "nginx:1.27"
-	if err := f.hub.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	var uid types.UID
-	eventually(t, "Deployment web in member-1", 60*time.Second, func() error {
-		d, err := f.deployment(ctx, "member-1", "default", "web")
-		if err != nil {
-			return err
-		}
-		uid = d.UID
-		return nil
-	})
+	app, uid := f.createWeb(t)
 	workName := flotillav1.WorkName("default", "web")
 
 	stopAgent()

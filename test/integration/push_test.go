@@ -305,20 +305,7 @@ func TestSwitchingPullPushPullKeepsDeployments(t *testing.T) {
 	f.startSyncHubWith(t, syncAddr, func(o *setup.Options) { o.PushHeartbeatInterval = 500 * time.Millisecond })
 	startAgent(t, f.agentOptions(t, "member-1", syncAddr))
 	waitReady(t, f.hub, "member-1")
-	app := newApp("web", 1, flotillav1.Placement{})
-	app.Spec.Image = "nginx:1.27"
-	if err := f.hub.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	var uid types.UID
-	eventually(t, "Deployment web in member-1", 60*time.Second, func() error {
-		d, err := f.deployment(ctx, "member-1", "default", "web")
-		if err != nil {
-			return err
-		}
-		uid = d.UID
-		return nil
-	})
+	app, uid := f.createWeb(t)
 	runs := func(image string) func() error {
 		return func() error {
 			d, err := f.deployment(ctx, "member-1", "default", "web")
