@@ -37,6 +37,7 @@ generate: ## Generate deepcopy code and protobuf / gRPC code.
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC into deploy/.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=deploy/hub/crds
+	$(GO) run ./hack/crdtrim deploy/hub/crds/flotilla.dev_myapps.yaml spec.template.spec
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-hub paths=./hub/... output:rbac:artifacts:config=deploy/hub/rbac
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-agent paths=./agent/... output:rbac:artifacts:config=deploy/agent/rbac
 

@@ -17,6 +17,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/controllers/membercluster"
 	"github.com/flotilla-dev/flotilla/hub/internal/controllers/myapp"
+	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/hub/setup"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
@@ -65,6 +66,7 @@ func run() error {
 	fs.IntVar(&opts.MemberStatusBufferBytes, "member-status-buffer-bytes", syncserver.DefaultStatusBacklogBytes, "the most bytes of one member's status reports that wait, for --member-status-rate and for the Work status writes each; a report past it is dropped and counted (0 means the default)")
 	fs.Float64Var(&opts.MemberConnectRate, "member-connect-rate", syncserver.DefaultConnectRate, "sync streams a member's agent may open per second once --member-connect-burst is used up; more are refused with RESOURCE_EXHAUSTED (0 means the default; a negative value turns the limit off)")
 	fs.IntVar(&opts.MemberConnectBurst, "member-connect-burst", syncserver.DefaultConnectBurst, "sync streams a member's agent may open at once before --member-connect-rate limits them (0 means the default)")
+	fs.IntVar(&opts.MaxWorkBytes, "max-work-bytes", render.DefaultMaxWorkBytes, "the largest a Work's manifests may be (the Deployment and what travels with it, Secrets included); an app whose Work for some cluster is larger is Degraded with reason WorkTooLarge and nothing of it is written. At most the 16 MiB the hub sends an agent in one message (0 means the default)")
 	fs.DurationVar(&opts.WorkCleanupTimeout, "work-cleanup-timeout", myapp.DefaultWorkCleanupTimeout, "how long a deleted Work waits for its member's agent to confirm it removed (or released) the Work's objects before the hub lets it go and names the member in the MyApp's status.orphans")
 	fs.DurationVar(&opts.PushResync, "push-resync", setup.DefaultPushResync, "how often the hub rereads the kubeconfig Secret of every Push member (a MemberCluster change rereads it at once); a rotated token is used within this time")
 	fs.DurationVar(&opts.AgentCertificateLifetime, "agent-certificate-lifetime", setup.DefaultAgentCertificateLifetime, "how long the agent certificates the hub signs for joined members last (at least 1m); agents renew at 80% of it")

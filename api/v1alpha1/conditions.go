@@ -63,6 +63,11 @@ const (
 	// Deployment). It wrote nothing, so every cluster keeps its last Work,
 	// until the spec or the fleet changes.
 	ReasonRenderFailed = "RenderFailed"
+	// ReasonWorkTooLarge (MyApp Degraded True): the Work rendered for a
+	// cluster is larger than the hub's --max-work-bytes. As with
+	// RenderFailed nothing was written; the message names the MyApp, the
+	// cluster, the size and the limit.
+	ReasonWorkTooLarge = "WorkTooLarge"
 
 	// ReasonApplied: the member applied the objects.
 	ReasonApplied = "Applied"

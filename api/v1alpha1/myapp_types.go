@@ -25,10 +25,20 @@ type MyAppSpec struct {
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// Template holds the parts of the pod template that may be set. Its
-	// resource requests drive dynamic weighting.
+	// Template is the pod template of the member Deployments: metadata
+	// and a full pod spec, as in a Deployment. spec.image is the image of
+	// its main container. The pods' resource requests drive dynamic
+	// weighting.
 	// +optional
 	Template *PodTemplate `json:"template,omitempty"`
+
+	// MainContainer names the container of spec.template.spec that runs
+	// spec.image and that image, env and resources overrides change; the
+	// first container when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	MainContainer string `json:"mainContainer,omitempty"`
 
 	// Strategy is the member Deployments' update strategy, passed through
 	// as it is: RollingUpdate (the default, with maxSurge and
@@ -113,44 +123,79 @@ const (
 	DeletionPolicyOrphan DeletionPolicy = "Orphan"
 )
 
-// PodTemplate is the subset of a pod template a MyApp can set. The hub
-// renders one container named "app" from it and spec.image.
+// PodTemplate is the pod template of the member Deployments: metadata and
+// spec have the shape of a Deployment's spec.template. spec.image is
+// always the main container's image.
+//
+// The fields of the first version (labels, annotations, command, args,
+// ports, env, resources) still work: without spec they describe one
+// container named "app"; with spec, labels and annotations are added to
+// the pods and the container fields may not be set (set them on the
+// container).
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !(has(self.command) || has(self.args) || has(self.ports) || has(self.env))",message="command, args, ports and env describe the one container of a template without spec; with spec, set them on the container in spec.containers"
 type PodTemplate struct {
-	// Labels are added to the pods (the selector labels always win).
+	// Metadata holds the pods' labels and annotations (the selector
+	// labels always win).
+	// +optional
+	Metadata *PodTemplateMetadata `json:"metadata,omitempty"`
+	// Spec is the pods' spec, as in a Deployment: containers (one of them
+	// the main container, which runs spec.image and must not name an
+	// image of its own), init containers, volumes, probes, security
+	// context, service account, node selector, tolerations and the rest.
+	// +optional
+	Spec *corev1.PodSpec `json:"spec,omitempty"`
+
+	// Labels are added to the pods (first-version field; metadata.labels
+	// wins for the same key).
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
-	// Annotations are added to the pods.
+	// Annotations are added to the pods (first-version field;
+	// metadata.annotations wins for the same key).
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
-	// Command overrides the image's entrypoint.
+	// Command overrides the image's entrypoint (first-version field, only
+	// without spec).
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Command []string `json:"command,omitempty"`
-	// Args are the container's arguments.
+	// Args are the container's arguments (first-version field, only
+	// without spec).
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
 	Args []string `json:"args,omitempty"`
-	// Ports the container listens on.
+	// Ports the container listens on (first-version field, only without
+	// spec).
 	// +optional
 	// +listType=map
 	// +listMapKey=containerPort
 	// +listMapKey=protocol
 	// +kubebuilder:validation:MaxItems=64
 	Ports []corev1.ContainerPort `json:"ports,omitempty"`
-	// Env sets environment variables.
+	// Env sets environment variables (first-version field, only without
+	// spec).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=256
 	Env []corev1.EnvVar `json:"env,omitempty"`
-	// Resources are the container's requests and limits. Requests are what
-	// dynamic weighting divides each cluster's free capacity by.
+	// Resources are the container's requests and limits (first-version
+	// field, only without spec).
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
+// PodTemplateMetadata is the part of a pod's metadata a template sets.
+type PodTemplateMetadata struct {
+	// Labels are added to the pods (the selector labels always win).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are added to the pods.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
 // ClusterOverride changes the rendered Deployment for some clusters.
-// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.replicas) || has(self.env) || has(self.nodeSelector) || has(self.tolerations) || has(self.patches)",message="an override must set at least one of image, replicas, env, nodeSelector, tolerations and patches"
+// +kubebuilder:validation:XValidation:rule="has(self.image) || has(self.replicas) || has(self.env) || has(self.resources) || has(self.nodeSelector) || has(self.tolerations) || has(self.patches)",message="an override must set at least one of image, replicas, env, resources, nodeSelector, tolerations and patches"
 type ClusterOverride struct {
 	// Name identifies the override in the list.
 	// +kubebuilder:validation:MinLength=1
@@ -174,6 +219,13 @@ type ClusterOverride struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=256
 	Env []corev1.EnvVar `json:"env,omitempty"`
+	// Resources replace, per resource name, the main container's
+	// requests and limits in the selected clusters (a later override's
+	// value wins), e.g. more memory where the traffic is. Dynamic
+	// weighting divides each cluster's spare capacity by the requests its
+	// pods will make there.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// NodeSelector labels are added to the pods' node selector in the
 	// selected clusters (a later override's value wins for the same key),
 	// e.g. to run on a cluster's GPU nodes.
@@ -494,8 +546,16 @@ type RevisionTemplate struct {
 	// Image, Template and Overrides are the MyApp's at that revision
 	// (override replicas are not part of a revision and are ignored here).
 	Image string `json:"image"`
+	// Template is stored without a schema: the hub reads it back only
+	// when the digest verifies.
 	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
 	Template *PodTemplate `json:"template,omitempty"`
+	// MainContainer is the MyApp's spec.mainContainer at that revision.
+	// +optional
+	MainContainer string `json:"mainContainer,omitempty"`
 	// +optional
 	Overrides []ClusterOverride `json:"overrides,omitempty"`
 	// Digest is an HMAC-SHA256 (hex) of the name and content above under

@@ -21,7 +21,7 @@ func patch(op flotillav1.JSONPatchOp, path, value string) flotillav1.JSONPatch {
 
 func TestPatch(t *testing.T) {
 	t.Run("patches apply in order and reach any field; the input is not changed", func(t *testing.T) {
-		d := Deployment(newApp(), 3, ClusterOverrides{})
+		d := mustDeployment(t, newApp(), 3, ClusterOverrides{})
 		before := d.DeepCopy()
 		got, err := Patch(d, []flotillav1.JSONPatch{
 			patch(flotillav1.JSONPatchAdd, "/spec/template/spec/nodeSelector", `{"pool":"general"}`),
@@ -47,7 +47,7 @@ func TestPatch(t *testing.T) {
 	})
 
 	t.Run("no patches: the same Deployment", func(t *testing.T) {
-		d := Deployment(newApp(), 1, ClusterOverrides{})
+		d := mustDeployment(t, newApp(), 1, ClusterOverrides{})
 		if got, err := Patch(d, nil); err != nil || got != d {
 			t.Errorf("Patch(d, nil) = %p, %v; want d itself", got, err)
 		}
@@ -79,7 +79,7 @@ func TestPatch(t *testing.T) {
 	}
 	for _, tc := range refused {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
-			_, err := Patch(Deployment(newApp(), 3, ClusterOverrides{}), tc.patches)
+			_, err := Patch(mustDeployment(t, newApp(), 3, ClusterOverrides{}), tc.patches)
 			var pe *PatchError
 			if !errors.As(err, &pe) {
 				t.Fatalf("error = %v, want a PatchError", err)
@@ -92,7 +92,7 @@ func TestPatch(t *testing.T) {
 
 	t.Run("refused: taking the selected labels from the pods or the Deployment", func(t *testing.T) {
 		for _, path := range []string{"/spec/template/metadata/labels/" + escape(flotillav1.LabelMyAppName), "/metadata/labels/" + escape(flotillav1.LabelMyAppName)} {
-			_, err := Patch(Deployment(newApp(), 3, ClusterOverrides{}), []flotillav1.JSONPatch{patch(flotillav1.JSONPatchRemove, path, "")})
+			_, err := Patch(mustDeployment(t, newApp(), 3, ClusterOverrides{}), []flotillav1.JSONPatch{patch(flotillav1.JSONPatchRemove, path, "")})
 			if err == nil || !strings.Contains(err.Error(), "labels") {
 				t.Errorf("removing %s: error = %v, want one about the labels", path, err)
 			}

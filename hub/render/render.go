@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -23,8 +24,9 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
-// ContainerName is the name of the one container a MyApp renders.
-const ContainerName = "app"
+// ContainerName is the name of the one container a MyApp without
+// spec.template.spec renders.
+const ContainerName = flotillav1.DefaultContainerName
 
 // ClusterOverrides collects what the MyApp's overrides say for one cluster,
 // applied in list order (a later override wins over an earlier one).
@@ -32,6 +34,7 @@ type ClusterOverrides struct {
 	image        *flotillav1.ImageOverride
 	replicas     *int32
 	env          []corev1.EnvVar
+	resources    *corev1.ResourceRequirements
 	nodeSelector map[string]string
 	tolerations  []corev1.Toleration
 	patches      []overridePatches
@@ -78,6 +81,10 @@ func OverridesFor(app *flotillav1.MyApp, mc *flotillav1.MemberCluster) (ClusterO
 			out.replicas = ptr.To(*o.Replicas)
 		}
 		out.env = mergeEnv(out.env, o.Env)
+		if o.Resources != nil {
+			merged := placement.MergeResources(ptr.Deref(out.resources, corev1.ResourceRequirements{}), o.Resources)
+			out.resources = &merged
+		}
 		for k, v := range o.NodeSelector {
 			if out.nodeSelector == nil {
 				out.nodeSelector = map[string]string{}
@@ -186,34 +193,22 @@ func TargetNamespace(app *flotillav1.MyApp) string {
 	return app.Namespace
 }
 
-// Deployment renders app's Deployment for one cluster with the
-// scheduled replicas, before overrides.
-func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) *appsv1.Deployment {
+// Deployment renders app's Deployment for one cluster with the scheduled
+// replicas and that cluster's typed overrides (JSON patches are Work's
+// last step). The error names the MyApp field that makes it impossible.
+func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) (*appsv1.Deployment, error) {
 	sel := SelectorLabels(app)
-	podLabels := map[string]string{}
-	annotations := map[string]string{}
-	container := corev1.Container{
-		Name:  ContainerName,
-		Image: OverrideImage(app.Spec.Image, ov.image),
+	pod, err := podTemplate(app, ov)
+	if err != nil {
+		return nil, err
 	}
-	if t := app.Spec.Template; t != nil {
-		for k, v := range t.Labels {
-			podLabels[k] = v
-		}
-		for k, v := range t.Annotations {
-			annotations[k] = v
-		}
-		container.Command = t.Command
-		container.Args = t.Args
-		container.Ports = t.Ports
-		container.Env = t.Env
-		container.Resources = t.Resources
-	}
-	container.Env = mergeEnv(container.Env, ov.env)
 	// The selector labels win over user labels, or the Deployment would not
 	// select its own pods.
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
 	for k, v := range sel {
-		podLabels[k] = v
+		pod.Labels[k] = v
 	}
 	if ov.replicas != nil {
 		replicas = *ov.replicas
@@ -235,30 +230,90 @@ func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) *app
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{container}},
-			},
+			Template: pod,
 		},
-	}
-	if len(annotations) > 0 {
-		d.Spec.Template.Annotations = annotations
 	}
 	// The Deployment knobs pass through as they are; unset, the member's
 	// apiserver defaults them as for any Deployment.
 	if s := app.Spec.Strategy; s != nil {
 		d.Spec.Strategy = *s.DeepCopy()
 	}
-	if len(ov.nodeSelector) > 0 {
-		d.Spec.Template.Spec.NodeSelector = maps.Clone(ov.nodeSelector)
-	}
-	if len(ov.tolerations) > 0 {
-		d.Spec.Template.Spec.Tolerations = slices.Clone(ov.tolerations)
-	}
 	d.Spec.MinReadySeconds = ptr.Deref(app.Spec.MinReadySeconds, 0)
 	d.Spec.ProgressDeadlineSeconds = copyInt32(app.Spec.ProgressDeadlineSeconds)
 	d.Spec.RevisionHistoryLimit = copyInt32(app.Spec.RevisionHistoryLimit)
-	return d
+	return d, nil
+}
+
+// podTemplate renders the pod template: spec.template.spec as it is, or
+// the first version's one container "app" when it has none, with
+// spec.image and the cluster's overrides on the main container.
+func podTemplate(app *flotillav1.MyApp, ov ClusterOverrides) (corev1.PodTemplateSpec, error) {
+	var pod corev1.PodTemplateSpec
+	t := app.Spec.Template
+	if t == nil {
+		t = &flotillav1.PodTemplate{}
+	}
+	tp := field.NewPath("spec", "template")
+	if len(t.Labels) > 0 {
+		pod.Labels = maps.Clone(t.Labels)
+	}
+	if len(t.Annotations) > 0 {
+		pod.Annotations = maps.Clone(t.Annotations)
+	}
+	if m := t.Metadata; m != nil {
+		if len(m.Labels) > 0 && pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		maps.Copy(pod.Labels, m.Labels)
+		if len(m.Annotations) > 0 && pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		maps.Copy(pod.Annotations, m.Annotations)
+	}
+	main, err := flotillav1.MainContainerIndex(&app.Spec)
+	if err != nil {
+		return pod, err
+	}
+	if t.Spec == nil {
+		pod.Spec.Containers = []corev1.Container{{
+			Name:      ContainerName,
+			Command:   slices.Clone(t.Command),
+			Args:      slices.Clone(t.Args),
+			Ports:     slices.Clone(t.Ports),
+			Env:       slices.Clone(t.Env),
+			Resources: *t.Resources.DeepCopy(),
+		}}
+	} else {
+		for name, set := range map[string]bool{"command": len(t.Command) > 0, "args": len(t.Args) > 0, "ports": len(t.Ports) > 0, "env": len(t.Env) > 0,
+			"resources": len(t.Resources.Requests) > 0 || len(t.Resources.Limits) > 0 || len(t.Resources.Claims) > 0} {
+			if set {
+				return pod, field.Forbidden(tp.Child(name), "describes the one container of a template without spec; with spec.template.spec, set it on the container")
+			}
+		}
+		pod.Spec = *t.Spec.DeepCopy()
+		if img := pod.Spec.Containers[main].Image; img != "" {
+			return pod, field.Invalid(tp.Child("spec", "containers").Index(main).Child("image"), img,
+				"must be empty: spec.image is the main container's image (overrides and rollouts change it there)")
+		}
+	}
+	c := &pod.Spec.Containers[main]
+	c.Image = OverrideImage(app.Spec.Image, ov.image)
+	c.Env = mergeEnv(c.Env, ov.env)
+	if ov.resources != nil {
+		c.Resources = placement.MergeResources(c.Resources, ov.resources)
+	}
+	if len(ov.nodeSelector) > 0 {
+		if pod.Spec.NodeSelector == nil {
+			pod.Spec.NodeSelector = map[string]string{}
+		}
+		maps.Copy(pod.Spec.NodeSelector, ov.nodeSelector)
+	}
+	for _, tol := range ov.tolerations {
+		if !slices.ContainsFunc(pod.Spec.Tolerations, func(have corev1.Toleration) bool { return equality.Semantic.DeepEqual(have, tol) }) {
+			pod.Spec.Tolerations = append(pod.Spec.Tolerations, *tol.DeepCopy())
+		}
+	}
+	return pod, nil
 }
 
 func copyInt32(p *int32) *int32 {
@@ -308,7 +363,10 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 	if err != nil {
 		return nil, 0, err
 	}
-	d := Deployment(app, replicas, ov)
+	d, err := Deployment(app, replicas, ov)
+	if err != nil {
+		return nil, 0, err
+	}
 	for _, op := range ov.patches {
 		if d, err = Patch(d, op.patches); err != nil {
 			return nil, 0, fmt.Errorf("spec.overrides[%d] (%s) for %s: %w", op.index, op.name, cluster, err)
@@ -384,4 +442,42 @@ func jsonEqual(x, y any) bool {
 	yb, err2 := json.Marshal(y)
 	// encoding/json sorts map keys, so equal values encode equally.
 	return err1 == nil && err2 == nil && string(xb) == string(yb)
+}
+
+// DefaultMaxWorkBytes is the largest a Work's manifests may be by default:
+// 1 MiB, well inside the 1.5 MiB an etcd stores in one object by default.
+const DefaultMaxWorkBytes = 1 << 20
+
+// WorkTooLargeError says a rendered Work is over the hub's limit.
+type WorkTooLargeError struct {
+	App     string // namespace/name of the MyApp
+	Cluster string
+	Bytes   int
+	Limit   int
+}
+
+func (e *WorkTooLargeError) Error() string {
+	return fmt.Sprintf("the Work of MyApp %s for cluster %s is %d bytes, over the hub's limit of %d (--max-work-bytes): make the pod template, or what travels with it, smaller",
+		e.App, e.Cluster, e.Bytes, e.Limit)
+}
+
+// WorkBytes is the size of w's manifests as the hub stores and sends them.
+func WorkBytes(w *flotillav1.Work) int {
+	n := 0
+	for i := range w.Spec.Manifests {
+		n += len(w.Spec.Manifests[i].Raw)
+	}
+	return n
+}
+
+// CheckWorkSize returns a *WorkTooLargeError when w, rendered for app, is
+// over limit (DefaultMaxWorkBytes when limit is 0 or less).
+func CheckWorkSize(app *flotillav1.MyApp, w *flotillav1.Work, limit int) error {
+	if limit <= 0 {
+		limit = DefaultMaxWorkBytes
+	}
+	if n := WorkBytes(w); n > limit {
+		return &WorkTooLargeError{App: app.Namespace + "/" + app.Name, Cluster: w.Labels[flotillav1.LabelCluster], Bytes: n, Limit: limit}
+	}
+	return nil
 }

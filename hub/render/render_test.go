@@ -237,7 +237,7 @@ func TestDeployment(t *testing.T) {
 	selector := map[string]string{flotillav1.LabelMyAppNamespace: "shop", flotillav1.LabelMyAppName: "web"}
 
 	t.Run("selector labels win over user labels of the same keys, other user labels stay", func(t *testing.T) {
-		d := Deployment(newApp(func(a *flotillav1.MyApp) { a.Spec.Template = template }), 3, ClusterOverrides{})
+		d := mustDeployment(t, newApp(func(a *flotillav1.MyApp) { a.Spec.Template = template }), 3, ClusterOverrides{})
 		if !maps.Equal(d.Spec.Selector.MatchLabels, selector) {
 			t.Errorf("selector = %v, want %v", d.Spec.Selector.MatchLabels, selector)
 		}
@@ -256,7 +256,7 @@ func TestDeployment(t *testing.T) {
 	})
 
 	t.Run("the template is copied into one container named app", func(t *testing.T) {
-		d := Deployment(newApp(func(a *flotillav1.MyApp) { a.Spec.Template = template }), 3, ClusterOverrides{})
+		d := mustDeployment(t, newApp(func(a *flotillav1.MyApp) { a.Spec.Template = template }), 3, ClusterOverrides{})
 		if d.APIVersion != "apps/v1" || d.Kind != "Deployment" || d.Name != "web" || d.Namespace != "shop" {
 			t.Errorf("object is %s %s %s/%s", d.APIVersion, d.Kind, d.Namespace, d.Name)
 		}
@@ -278,7 +278,7 @@ func TestDeployment(t *testing.T) {
 	})
 
 	t.Run("without a template: no annotations, no env, the selector labels only", func(t *testing.T) {
-		d := Deployment(newApp(), 0, ClusterOverrides{})
+		d := mustDeployment(t, newApp(), 0, ClusterOverrides{})
 		if d.Spec.Template.Annotations != nil {
 			t.Errorf("annotations = %v, want none", d.Spec.Template.Annotations)
 		}
@@ -294,7 +294,7 @@ func TestDeployment(t *testing.T) {
 	})
 
 	t.Run("override env replaces variables in place and appends new ones after the template's", func(t *testing.T) {
-		d := Deployment(newApp(func(a *flotillav1.MyApp) { a.Spec.Template = template }), 3, ClusterOverrides{env: env("C", "3", "A", "override")})
+		d := mustDeployment(t, newApp(func(a *flotillav1.MyApp) { a.Spec.Template = template }), 3, ClusterOverrides{env: env("C", "3", "A", "override")})
 		want := env("A", "override", "B", "2", "C", "3")
 		if got := d.Spec.Template.Spec.Containers[0].Env; !equality.Semantic.DeepEqual(got, want) {
 			t.Errorf("env = %v, want %v", got, want)
@@ -305,7 +305,7 @@ func TestDeployment(t *testing.T) {
 	})
 
 	t.Run("replicas and image overrides win over the scheduled replicas and spec.image", func(t *testing.T) {
-		d := Deployment(newApp(), 3, ClusterOverrides{replicas: ptr.To[int32](7), image: &flotillav1.ImageOverride{Tag: "2.0"}})
+		d := mustDeployment(t, newApp(), 3, ClusterOverrides{replicas: ptr.To[int32](7), image: &flotillav1.ImageOverride{Tag: "2.0"}})
 		if *d.Spec.Replicas != 7 {
 			t.Errorf("replicas = %d, want the override's 7", *d.Spec.Replicas)
 		}
@@ -324,7 +324,7 @@ func TestDeployment(t *testing.T) {
 			a.Spec.ProgressDeadlineSeconds = ptr.To[int32](120)
 			a.Spec.RevisionHistoryLimit = ptr.To[int32](2)
 		})
-		d := Deployment(app, 3, ClusterOverrides{})
+		d := mustDeployment(t, app, 3, ClusterOverrides{})
 		if !equality.Semantic.DeepEqual(d.Spec.Strategy, *strategy) {
 			t.Errorf("strategy = %+v, want %+v", d.Spec.Strategy, *strategy)
 		}
@@ -342,7 +342,7 @@ func TestDeployment(t *testing.T) {
 	t.Run("override node selector and tolerations reach the pod spec, copied", func(t *testing.T) {
 		ov := ClusterOverrides{nodeSelector: map[string]string{"pool": "gpu"},
 			tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)}}}
-		d := Deployment(newApp(), 1, ov)
+		d := mustDeployment(t, newApp(), 1, ov)
 		spec := d.Spec.Template.Spec
 		if !maps.Equal(spec.NodeSelector, ov.nodeSelector) || !equality.Semantic.DeepEqual(spec.Tolerations, ov.tolerations) {
 			t.Errorf("nodeSelector %v, tolerations %v; want the override's", spec.NodeSelector, spec.Tolerations)
@@ -352,13 +352,13 @@ func TestDeployment(t *testing.T) {
 		if ov.nodeSelector["pool"] != "gpu" || ov.tolerations[0].Key != "gpu" {
 			t.Error("the rendered pod spec shares the overrides' maps or slices")
 		}
-		if plain := Deployment(newApp(), 1, ClusterOverrides{}).Spec.Template.Spec; plain.NodeSelector != nil || plain.Tolerations != nil {
+		if plain := mustDeployment(t, newApp(), 1, ClusterOverrides{}).Spec.Template.Spec; plain.NodeSelector != nil || plain.Tolerations != nil {
 			t.Errorf("without overrides: nodeSelector %v, tolerations %v; want none", plain.NodeSelector, plain.Tolerations)
 		}
 	})
 
 	t.Run("unset knobs stay unset: the member's apiserver defaults them", func(t *testing.T) {
-		d := Deployment(newApp(), 3, ClusterOverrides{})
+		d := mustDeployment(t, newApp(), 3, ClusterOverrides{})
 		if !equality.Semantic.DeepEqual(d.Spec.Strategy, appsv1.DeploymentStrategy{}) || d.Spec.MinReadySeconds != 0 ||
 			d.Spec.ProgressDeadlineSeconds != nil || d.Spec.RevisionHistoryLimit != nil {
 			t.Errorf("strategy %+v, minReadySeconds %d, progressDeadlineSeconds %v, revisionHistoryLimit %v; want all unset",
@@ -378,7 +378,7 @@ func TestDeployment(t *testing.T) {
 	})
 
 	t.Run("targetNamespace places the Deployment; the selector still names the MyApp's namespace", func(t *testing.T) {
-		d := Deployment(newApp(func(a *flotillav1.MyApp) { a.Spec.TargetNamespace = "prod" }), 1, ClusterOverrides{})
+		d := mustDeployment(t, newApp(func(a *flotillav1.MyApp) { a.Spec.TargetNamespace = "prod" }), 1, ClusterOverrides{})
 		if d.Namespace != "prod" || d.Spec.Selector.MatchLabels[flotillav1.LabelMyAppNamespace] != "shop" {
 			t.Errorf("namespace %s, selector %v", d.Namespace, d.Spec.Selector.MatchLabels)
 		}
@@ -452,7 +452,7 @@ func TestWork(t *testing.T) {
 }
 
 func TestManifestJSONLeavesOutServerFields(t *testing.T) {
-	d := Deployment(newApp(), 1, ClusterOverrides{})
+	d := mustDeployment(t, newApp(), 1, ClusterOverrides{})
 	// Fields a typed object always encodes, even when zero.
 	d.Status = appsv1.DeploymentStatus{Replicas: 1}
 	raw, err := manifestJSON(d)
@@ -478,7 +478,7 @@ func TestManifestJSONLeavesOutServerFields(t *testing.T) {
 		t.Errorf("manifest lost its identity: %s", raw)
 	}
 	// Rendering the same thing twice gives the same bytes.
-	again, _ := manifestJSON(Deployment(newApp(), 1, ClusterOverrides{}))
+	again, _ := manifestJSON(mustDeployment(t, newApp(), 1, ClusterOverrides{}))
 	if !SameManifests([]flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}, []flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: again}}}) {
 		t.Errorf("two renderings differ:\n%s\n%s", raw, again)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/internal/push"
 	"github.com/flotilla-dev/flotilla/hub/internal/syncbridge"
 	hubwebhook "github.com/flotilla-dev/flotilla/hub/internal/webhook"
+	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
@@ -137,6 +138,10 @@ type Options struct {
 	// member's confirmation (myapp.DefaultWorkCleanupTimeout when zero;
 	// negative is refused).
 	WorkCleanupTimeout time.Duration
+	// MaxWorkBytes bounds one Work's manifests (render.DefaultMaxWorkBytes
+	// when zero; negative or above what the sync server sends in one
+	// message is refused).
+	MaxWorkBytes int
 	// Logger is the manager's logger.
 	Logger logr.Logger
 	// Registerer is where the sync server's metrics go (default:
@@ -373,6 +378,7 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 		Client:             mgr.GetClient(),
 		Recorder:           mgr.GetEventRecorder("flotilla-hub"),
 		WorkCleanupTimeout: opts.WorkCleanupTimeout,
+		MaxWorkBytes:       opts.MaxWorkBytes,
 		RevisionKey: func(ctx context.Context) ([]byte, error) {
 			return EnsureRevisionKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
 		},
@@ -625,6 +631,9 @@ func validateOptions(opts Options) error {
 	}
 	if opts.PushResync < 0 {
 		return fmt.Errorf("--push-resync is %s: it must not be negative (0 means the default, %s)", opts.PushResync, DefaultPushResync)
+	}
+	if opts.MaxWorkBytes < 0 || opts.MaxWorkBytes > syncserver.DefaultMaxMessageBytes {
+		return fmt.Errorf("--max-work-bytes is %d: it must be from 0 (the default, %d) to %d, the largest message the hub sends an agent", opts.MaxWorkBytes, render.DefaultMaxWorkBytes, syncserver.DefaultMaxMessageBytes)
 	}
 	if opts.WorkCleanupTimeout < 0 {
 		return fmt.Errorf("--work-cleanup-timeout is %s: it must not be negative (0 means the default, %s)", opts.WorkCleanupTimeout, myapp.DefaultWorkCleanupTimeout)

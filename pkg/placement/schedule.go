@@ -34,6 +34,7 @@ type scheduler struct {
 	hasMax          bool
 	weights         []staticWeight // nil: equal weights
 	requests        []request
+	clusterRequests map[string][]request
 	failbackEnabled bool
 	failbackWindow  time.Duration
 
@@ -157,6 +158,12 @@ func newScheduler(in *Input) (*scheduler, error) {
 	s.tolerations = tolerations(in)
 	s.failbackEnabled, s.failbackWindow = failoverPolicy(in.Failover)
 	s.requests = compileRequests(in.Requests)
+	for name, list := range in.ClusterRequests {
+		if s.clusterRequests == nil {
+			s.clusterRequests = map[string][]request{}
+		}
+		s.clusterRequests[name] = compileRequests(list)
+	}
 	s.assessClusters()
 	return s, nil
 }

@@ -47,7 +47,11 @@ func compileRequests(list corev1.ResourceList) []request {
 // per call.
 func (s *scheduler) room(c *cluster) int64 {
 	if !c.roomKnown {
-		c.room, c.roomKnown = availableReplicas(c.mc.Status.Resources, s.requests), true
+		reqs := s.requests
+		if own, ok := s.clusterRequests[c.mc.Name]; ok {
+			reqs = own
+		}
+		c.room, c.roomKnown = availableReplicas(c.mc.Status.Resources, reqs), true
 	}
 	return c.room
 }

@@ -20,6 +20,9 @@ type Input struct {
 	// weighting and Aggregated divide each cluster's spare capacity by them;
 	// one pod slot ("pods": 1) is always added.
 	Requests corev1.ResourceList
+	// ClusterRequests replace Requests for the clusters they name: there
+	// a resources override changes what each replica's pod requests.
+	ClusterRequests map[string]corev1.ResourceList
 	// Failover is the MyApp's spec.failover; nil means the defaults
 	// (unreachable tolerated for 5s, failback after 30s of Ready).
 	Failover *v1alpha1.FailoverPolicy
@@ -47,18 +50,8 @@ func InputFor(app *v1alpha1.MyApp, clusters []v1alpha1.MemberCluster, now time.T
 	if app.Spec.Replicas != nil {
 		in.Replicas = *app.Spec.Replicas
 	}
-	if t := app.Spec.Template; t != nil {
-		in.Requests = t.Resources.Requests
-		if len(t.Resources.Limits) > 0 {
-			in.Requests = make(corev1.ResourceList, len(t.Resources.Limits)+len(t.Resources.Requests))
-			for name, q := range t.Resources.Limits {
-				in.Requests[name] = q
-			}
-			for name, q := range t.Resources.Requests {
-				in.Requests[name] = q
-			}
-		}
-	}
+	in.Requests = PodRequests(&app.Spec, nil)
+	in.ClusterRequests = clusterRequests(app, clusters)
 	return in
 }
 

@@ -40,11 +40,12 @@ func digest(rt *flotillav1.RevisionTemplate, key []byte) string {
 	// Everything but the digest itself, as JSON (encoding/json sorts map
 	// keys, so the encoding is stable).
 	raw, err := json.Marshal(struct {
-		Name      string                       `json:"name"`
-		Image     string                       `json:"image"`
-		Template  *flotillav1.PodTemplate      `json:"template,omitempty"`
-		Overrides []flotillav1.ClusterOverride `json:"overrides,omitempty"`
-	}{rt.Name, rt.Image, rt.Template, rt.Overrides})
+		Name          string                       `json:"name"`
+		Image         string                       `json:"image"`
+		Template      *flotillav1.PodTemplate      `json:"template,omitempty"`
+		MainContainer string                       `json:"mainContainer,omitempty"`
+		Overrides     []flotillav1.ClusterOverride `json:"overrides,omitempty"`
+	}{rt.Name, rt.Image, rt.Template, rt.MainContainer, rt.Overrides})
 	if err != nil {
 		panic(fmt.Sprintf("encoding a revision: %v", err))
 	}

@@ -28,20 +28,23 @@ func Enabled(spec *flotillav1.MyAppSpec) bool {
 // overrides without replicas (an override that only sets replicas is not
 // part of it), named by a stable hash of their JSON.
 func Revision(spec *flotillav1.MyAppSpec) flotillav1.RevisionTemplate {
-	rt := flotillav1.RevisionTemplate{Image: spec.Image, Template: spec.Template.DeepCopy()}
+	rt := flotillav1.RevisionTemplate{Image: spec.Image, Template: spec.Template.DeepCopy(), MainContainer: spec.MainContainer}
 	for i := range spec.Overrides {
 		o := spec.Overrides[i].DeepCopy()
-		if o.Image == nil && len(o.Env) == 0 && len(o.NodeSelector) == 0 && len(o.Tolerations) == 0 && len(o.Patches) == 0 {
+		if o.Image == nil && len(o.Env) == 0 && o.Resources == nil && len(o.NodeSelector) == 0 && len(o.Tolerations) == 0 && len(o.Patches) == 0 {
 			continue
 		}
 		o.Replicas = nil
 		rt.Overrides = append(rt.Overrides, *o)
 	}
+	// MainContainer is empty for every MyApp of the first version, so
+	// their revision names stay what they were.
 	raw, err := json.Marshal(struct {
-		Image     string                       `json:"image"`
-		Template  *flotillav1.PodTemplate      `json:"template,omitempty"`
-		Overrides []flotillav1.ClusterOverride `json:"overrides,omitempty"`
-	}{rt.Image, rt.Template, rt.Overrides})
+		Image         string                       `json:"image"`
+		Template      *flotillav1.PodTemplate      `json:"template,omitempty"`
+		MainContainer string                       `json:"mainContainer,omitempty"`
+		Overrides     []flotillav1.ClusterOverride `json:"overrides,omitempty"`
+	}{rt.Image, rt.Template, rt.MainContainer, rt.Overrides})
 	if err != nil {
 		// Plain structs of strings, maps and quantities always encode.
 		panic(fmt.Sprintf("encoding a revision: %v", err))
@@ -58,6 +61,7 @@ func AppAt(app *flotillav1.MyApp, rt *flotillav1.RevisionTemplate) *flotillav1.M
 	out := app.DeepCopy()
 	out.Spec.Image = rt.Image
 	out.Spec.Template = rt.Template.DeepCopy()
+	out.Spec.MainContainer = rt.MainContainer
 	out.Spec.Overrides = nil
 	for i := range rt.Overrides {
 		o := rt.Overrides[i].DeepCopy()

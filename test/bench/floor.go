@@ -24,7 +24,10 @@ import (
 // one of its Works' objects.
 func directDeployment(name string) *appsv1.Deployment {
 	app := &flotillav1.MyApp{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNamespace}, Spec: flotillav1.MyAppSpec{Image: imageV1}}
-	d := render.Deployment(app, replicasPerMember, render.ClusterOverrides{})
+	d, err := render.Deployment(app, replicasPerMember, render.ClusterOverrides{})
+	if err != nil {
+		panic(fmt.Sprintf("rendering the floor's Deployment: %v", err))
+	}
 	sel := map[string]string{"bench.flotilla.dev/direct": name}
 	d.Labels = map[string]string{"app.kubernetes.io/name": name, "bench.flotilla.dev/direct": name}
 	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: sel}

@@ -97,6 +97,7 @@ func TestScaleUpAndDown(t *testing.T)          { ScaleSpec(t, input(t, "scale"))
 func TestImageRollout(t *testing.T)            { ImageRolloutSpec(t, input(t, "image")) }
 func TestPerClusterOverride(t *testing.T)      { OverrideSpec(t, input(t, "override")) }
 func TestDeleteRemovesEverything(t *testing.T) { DeleteSpec(t, input(t, "delete")) }
+func TestFullPodTemplate(t *testing.T)         { FullPodTemplateSpec(t, input(t, "template")) }
 func TestProgressiveRolloutOrder(t *testing.T) {
 	ProgressiveOrderSpec(t, input(t, "progressive"))
 }

@@ -271,6 +271,9 @@ type deployWant struct {
 	replicas int32
 	// image is the container image; empty means baseImage.
 	image string
+	// main names the container that runs image, in a pod of several;
+	// empty: the pod has one container.
+	main string
 }
 
 // want builds the deployWants of replicas per member, with baseImage.
@@ -328,8 +331,10 @@ func rolledOut(d *appsv1.Deployment, w deployWant) string {
 		image = baseImage
 	}
 	var got string
-	if cs := d.Spec.Template.Spec.Containers; len(cs) == 1 {
-		got = cs[0].Image
+	for i, c := range d.Spec.Template.Spec.Containers {
+		if (w.main == "" && i == 0 && len(d.Spec.Template.Spec.Containers) == 1) || (w.main != "" && c.Name == w.main) {
+			got = c.Image
+		}
 	}
 	st := d.Status
 	switch {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -581,4 +582,85 @@ func InvalidSpec(t *testing.T, in SpecInput) {
 			return deploymentsRolledOut(in, "web", running)()
 		})
 	})
+}
+
+// FullPodTemplateSpec: a MyApp whose pod template has an init container,
+// a sidecar before its main container (named by spec.mainContainer), a
+// readiness probe, a volume and a security context runs in every member
+// as written, with spec.image on the main container only; a resources
+// override for one member changes the main container there only; a new
+// spec.image reaches the main container everywhere and leaves the
+// sidecar's image alone.
+func FullPodTemplateSpec(t *testing.T, in SpecInput) {
+	requireMembers(t, in, 2)
+	ctx := context.Background()
+	target := in.Members[len(in.Members)-1]
+	const sidecarImage = "registry.example.com/team/proxy:3.1"
+	app := newMyApp(in, "shop", 2, duplicated())
+	app.Spec.MainContainer = "web"
+	app.Spec.Template = &flotillav1.PodTemplate{
+		Metadata: &flotillav1.PodTemplateMetadata{Labels: map[string]string{"tier": "front"}},
+		Spec: &corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000)},
+			InitContainers:  []corev1.Container{{Name: "wait", Image: sidecarImage, Command: []string{"/bin/true"}}},
+			Containers: []corev1.Container{
+				{Name: "proxy", Image: sidecarImage, Args: []string{"--upstream=127.0.0.1:8080"}},
+				{Name: "web", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}}},
+					VolumeMounts:   []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}},
+					Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}},
+			},
+			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	app.Spec.Overrides = []flotillav1.ClusterOverride{{
+		Name: "more-cpu-in-" + target, TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{target}},
+		Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
+	}}
+	createMyApp(t, in, app)
+	w := map[string]deployWant{}
+	for _, m := range in.Members {
+		w[m] = deployWant{replicas: 2, main: "web"}
+	}
+	eventually(t, "Deployment shop with 2 ready replicas of "+baseImage+" in container web in every member", convergeTimeout, deploymentsRolledOut(in, "shop", w))
+	eventually(t, "MyApp shop Ready", convergeTimeout, appReady(in, "shop", each(in.Members, 2)))
+	for _, m := range in.Members {
+		d := &appsv1.Deployment{}
+		if err := in.Provider.Member(m).Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: "shop"}, d); err != nil {
+			t.Fatal(err)
+		}
+		ps := d.Spec.Template.Spec
+		if len(ps.Containers) != 2 || ps.Containers[0].Name != "proxy" || ps.Containers[0].Image != sidecarImage || ps.Containers[1].Name != "web" {
+			t.Fatalf("%s: containers %+v, want proxy (%s) then web", m, ps.Containers, sidecarImage)
+		}
+		if len(ps.InitContainers) != 1 || ps.InitContainers[0].Name != "wait" || ps.Containers[1].ReadinessProbe == nil ||
+			len(ps.Volumes) != 1 || ps.Volumes[0].EmptyDir == nil || ps.SecurityContext == nil || ptr.Deref(ps.SecurityContext.RunAsUser, 0) != 1000 {
+			t.Errorf("%s: the pod spec lost part of the template: %+v", m, ps)
+		}
+		if d.Spec.Template.Labels["tier"] != "front" {
+			t.Errorf("%s: pod labels %v, want tier=front among them", m, d.Spec.Template.Labels)
+		}
+		wantCPU := "100m"
+		if m == target {
+			wantCPU = "250m"
+		}
+		if got := ps.Containers[1].Resources.Requests[corev1.ResourceCPU]; got.String() != wantCPU {
+			t.Errorf("%s: container web requests cpu %s, want %s (the override selects %s only)", m, got.String(), wantCPU, target)
+		}
+	}
+
+	updateMyApp(t, in, "shop", func(a *flotillav1.MyApp) { a.Spec.Image = overrideImage })
+	for _, m := range in.Members {
+		w[m] = deployWant{replicas: 2, main: "web", image: overrideImage}
+	}
+	eventually(t, "container web running "+overrideImage+" in every member", convergeTimeout, deploymentsRolledOut(in, "shop", w))
+	for _, m := range in.Members {
+		d := &appsv1.Deployment{}
+		if err := in.Provider.Member(m).Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: "shop"}, d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Spec.Template.Spec.Containers[0].Image; got != sidecarImage {
+			t.Errorf("%s: the sidecar's image is %s after an image change, want %s kept", m, got, sidecarImage)
+		}
+	}
 }

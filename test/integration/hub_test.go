@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/setup"
 )
 
 func divided12(weights map[string]int64) flotillav1.Placement {
@@ -421,6 +422,81 @@ func TestRenderFailureShowsOnTheMyApp(t *testing.T) {
 		}
 		if c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded); c != nil && c.Reason == flotillav1.ReasonRenderFailed {
 			return fmt.Errorf("still Degraded for RenderFailed: %+v", c)
+		}
+		return nil
+	})
+}
+
+// TestWorkTooLargeShowsOnTheMyApp: a hub whose --max-work-bytes is 8 KiB
+// and an app whose env override makes member-1's Work larger than that.
+// The hub writes no Work of the app at all (member-2's would fit, but an
+// app is rendered whole or not at all), says on the MyApp which app,
+// cluster and limit (Degraded, WorkTooLarge), and once the override
+// shrinks writes both Works and clears it. Another app on the same hub is
+// placed as usual meanwhile.
+func TestWorkTooLargeShowsOnTheMyApp(t *testing.T) {
+	const limit = 8 << 10
+	env := newHubEnv(t, func(o *setup.Options) { o.MaxWorkBytes = limit })
+	ctx := context.Background()
+	hb := startHeartbeats(t, env.hub.Tracker)
+	createMembers(t, env.c, "member-1", "member-2")
+	for _, n := range []string{"member-1", "member-2"} {
+		hb.connect(n, nil)
+	}
+	waitReady(t, env.c, "member-1", "member-2")
+
+	both := flotillav1.Placement{ClusterAffinity: &flotillav1.ClusterAffinity{ClusterNames: []string{"member-1", "member-2"}}}
+	app := newApp("big", 2, both)
+	app.Spec.Overrides = []flotillav1.ClusterOverride{{
+		Name: "bulky", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
+		Env: []corev1.EnvVar{{Name: "BULK", Value: strings.Repeat("x", limit)}},
+	}}
+	if err := env.c.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	other := newApp("small", 2, both)
+	if err := env.c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "MyApp big Degraded with reason WorkTooLarge", 30*time.Second, func() error {
+		got := &flotillav1.MyApp{}
+		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flotillav1.ReasonWorkTooLarge {
+			return fmt.Errorf("Degraded: %+v", c)
+		}
+		for _, want := range []string{"MyApp " + app.Namespace + "/big", "cluster member-1", fmt.Sprintf("limit of %d", limit), "--max-work-bytes"} {
+			if !strings.Contains(c.Message, want) {
+				return fmt.Errorf("the message does not say %q: %q", want, c.Message)
+			}
+		}
+		return nil
+	})
+	if works, err := worksOf(env.c, app); err != nil || len(works) != 0 {
+		t.Fatalf("Works of an app over the limit: %v, %v; want none", works, err)
+	}
+	eventually(t, "both Works of MyApp small written", 30*time.Second, func() error {
+		works, err := worksOf(env.c, other)
+		if err != nil || len(works) != 2 {
+			return fmt.Errorf("%d Works (%v), want 2", len(works), err)
+		}
+		return nil
+	})
+
+	updateMyApp(t, env.c, app, func(a *flotillav1.MyApp) { a.Spec.Overrides[0].Env[0].Value = "small" })
+	eventually(t, "both Works of MyApp big written and WorkTooLarge cleared", 30*time.Second, func() error {
+		works, err := worksOf(env.c, app)
+		if err != nil || len(works) != 2 {
+			return fmt.Errorf("%d Works (%v), want 2", len(works), err)
+		}
+		got := &flotillav1.MyApp{}
+		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded); c != nil && c.Reason == flotillav1.ReasonWorkTooLarge {
+			return fmt.Errorf("still Degraded for WorkTooLarge: %+v", c)
 		}
 		return nil
 	})

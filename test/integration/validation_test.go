@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +14,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -163,7 +168,7 @@ func TestMyAppValidation(t *testing.T) {
 		}, "spec.failover.clusterUnreachable.purgeMode", "Unsupported value"},
 		{"empty override", func(a *flotillav1.MyApp) {
 			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "eu"}}
-		}, "spec.overrides[0]", "an override must set at least one of image, replicas, env, nodeSelector, tolerations and patches"},
+		}, "spec.overrides[0]", "an override must set at least one of image, replicas, env, resources, nodeSelector, tolerations and patches"},
 		{"bad override tag", func(a *flotillav1.MyApp) {
 			a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "eu", Image: &flotillav1.ImageOverride{Tag: "bad tag!"}}}
 		}, "spec.overrides[0].image.tag", "should match"},
@@ -215,6 +220,14 @@ func TestMyAppValidation(t *testing.T) {
 		}, "spec", "progressDeadlineSeconds must be greater than minReadySeconds"},
 		{"negative revisionHistoryLimit", func(a *flotillav1.MyApp) { a.Spec.RevisionHistoryLimit = ptr.To[int32](-1) },
 			"spec.revisionHistoryLimit", "should be greater than or equal to 0"},
+		{"first-version container fields beside a pod spec", func(a *flotillav1.MyApp) {
+			a.Spec.Template = &flotillav1.PodTemplate{Spec: &corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}}, Args: []string{"--debug"}}
+		}, "spec.template", "command, args, ports and env describe the one container of a template without spec"},
+		{"pod spec without containers", func(a *flotillav1.MyApp) {
+			a.Spec.Template = &flotillav1.PodTemplate{Spec: &corev1.PodSpec{}}
+		}, "spec.template.spec.containers", "Required value"},
+		{"main container name not a DNS label", func(a *flotillav1.MyApp) { a.Spec.MainContainer = "Main_1" },
+			"spec.mainContainer", "should match"},
 		{"unknown rollout failure action", func(a *flotillav1.MyApp) {
 			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &flotillav1.ProgressiveRollout{OnFailure: "Explode"}}
 		}, "spec.rollout.progressive.onFailure", "Unsupported value"},
@@ -287,6 +300,57 @@ func TestMyAppValidation(t *testing.T) {
 		}
 	})
 
+	t.Run("a full pod template is accepted and kept as given", func(t *testing.T) {
+		app := validApp("full-template")
+		app.Spec.MainContainer = "web"
+		app.Spec.Template = fullPodTemplate()
+		if err := c.Create(ctx, app); err != nil {
+			t.Fatalf("a valid MyApp with a full pod template was refused: %v", err)
+		}
+		got := &flotillav1.MyApp{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(got.Spec.Template, app.Spec.Template) {
+			t.Errorf("the stored template differs from the one created:\n got %+v\nwant %+v", got.Spec.Template, app.Spec.Template)
+		}
+	})
+
+	t.Run("every example MyApp is accepted", func(t *testing.T) {
+		files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no examples found: %v", err)
+		}
+		apps := 0
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+			for {
+				var app flotillav1.MyApp
+				if err := dec.Decode(&app); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				if app.Kind != "MyApp" {
+					continue
+				}
+				app.Namespace = "default"
+				app.Name = "example-" + app.Name
+				if err := c.Create(ctx, &app); err != nil {
+					t.Errorf("%s: MyApp %s refused: %v", f, app.Name, err)
+				}
+				apps++
+			}
+		}
+		if apps < 5 {
+			t.Fatalf("only %d example MyApps found in %d files", apps, len(files))
+		}
+	})
+
 	t.Run("MyApp name too long for a Deployment label", func(t *testing.T) {
 		app := validApp(strings.Repeat("a", 64))
 		err := c.Create(ctx, app)
@@ -310,4 +374,31 @@ func installCRDs(cfg *rest.Config) error {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
 	return nil
+}
+
+// fullPodTemplate is a pod template that uses what the first version could
+// not say: a sidecar, an init container, probes, volumes from a ConfigMap
+// and a Secret, a security context, a service account and pull secrets.
+// Its main container is "web" and names no image (spec.image is its).
+func fullPodTemplate() *flotillav1.PodTemplate {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+		PeriodSeconds: 5, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
+	return &flotillav1.PodTemplate{
+		Metadata: &flotillav1.PodTemplateMetadata{Labels: map[string]string{"tier": "web"}, Annotations: map[string]string{"team": "payments"}},
+		Spec: &corev1.PodSpec{
+			ServiceAccountName: "web",
+			ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
+			SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)},
+			InitContainers:     []corev1.Container{{Name: "migrate", Image: "registry.example.com/team/migrate:1", Command: []string{"/migrate"}}},
+			Containers: []corev1.Container{
+				{Name: "web", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+					ReadinessProbe: probe, LivenessProbe: probe.DeepCopy(),
+					Env:          []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web"}},
+					Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}},
+				{Name: "proxy", Image: "registry.example.com/team/proxy:2", Args: []string{"--upstream=127.0.0.1:8080"}},
+			},
+			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}}}}},
+		},
+	}
 }

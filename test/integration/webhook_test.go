@@ -147,6 +147,32 @@ func TestHubWebhookRefusesInvalidMyApps(t *testing.T) {
 				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "p", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
 					Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchAdd, Path: "/spec/paused"}}}}
 			}},
+		{"main container with an image of its own", "spec.template.spec.containers[0].image", "spec.image is the main container's image",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Template = fullPodTemplate()
+				a.Spec.Template.Spec.Containers[0].Image = "registry.example.com/team/web:9"
+			}},
+		{"main container that is not there", "spec.mainContainer", "names no container of spec.template.spec.containers",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Template = fullPodTemplate()
+				a.Spec.MainContainer = "api"
+			}},
+		{"first-version resources beside a pod spec", "spec.template.resources", "with spec.template.spec, set it on the container",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Template = fullPodTemplate()
+				a.Spec.Template.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+			}},
+		{"sidecar request above its limit", "spec.template.spec.containers[1].resources.requests[memory]", "must be less than or equal to the memory limit",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Template = fullPodTemplate()
+				a.Spec.Template.Spec.Containers[1].Resources = corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+			}},
+		{"resources override request above its limit", "spec.overrides[0].resources.requests[cpu]", "must be less than or equal to the cpu limit",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "big", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
+					Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+			}},
 		// The schema still answers first where it can.
 		{"negative replicas (schema)", "spec.replicas", "should be greater than or equal to 0",
 			func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](-3) }},

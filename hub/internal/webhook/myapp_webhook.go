@@ -199,17 +199,45 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 			"must be an image reference [registry[:port]/]repository[:tag][@digest] with a lowercase repository"))
 	}
 	if t := app.Spec.Template; t != nil {
-		res := spec.Child("template", "resources")
-		for name, req := range t.Resources.Requests {
-			if lim, ok := t.Resources.Limits[name]; ok && req.Cmp(lim) > 0 {
-				errs = append(errs, field.Invalid(res.Child("requests").Key(string(name)), req.String(),
-					fmt.Sprintf("must be less than or equal to the %s limit %s", name, lim.String())))
+		errs = append(errs, validateResources(&t.Resources, spec.Child("template", "resources"))...)
+		if t.Spec != nil {
+			cp := spec.Child("template", "spec", "containers")
+			for i := range t.Spec.Containers {
+				errs = append(errs, validateResources(&t.Spec.Containers[i].Resources, cp.Index(i).Child("resources"))...)
 			}
+			ip := spec.Child("template", "spec", "initContainers")
+			for i := range t.Spec.InitContainers {
+				errs = append(errs, validateResources(&t.Spec.InitContainers[i].Resources, ip.Index(i).Child("resources"))...)
+			}
+		}
+	}
+	// What the hub renders for a cluster no override selects: a template
+	// it cannot render (no main container, an image of its own on it)
+	// is refused here, naming the field, not in every member.
+	if _, err := render.Deployment(app, ptr.Deref(app.Spec.Replicas, 1), render.ClusterOverrides{}); err != nil {
+		var fe *field.Error
+		if errors.As(err, &fe) {
+			errs = append(errs, fe)
+		} else {
+			errs = append(errs, field.Invalid(spec.Child("template"), "", err.Error()))
 		}
 	}
 	errs = append(errs, validatePlacement(&app.Spec.Placement, spec.Child("placement"))...)
 	oerrs, warnings := validateOverrides(app, spec.Child("overrides"))
 	return append(errs, oerrs...), warnings
+}
+
+// validateResources checks that no request is above its limit, as a
+// member's apiserver would.
+func validateResources(r *corev1.ResourceRequirements, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, req := range r.Requests {
+		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+			errs = append(errs, field.Invalid(path.Child("requests").Key(string(name)), req.String(),
+				fmt.Sprintf("must be less than or equal to the %s limit %s", name, lim.String())))
+		}
+	}
+	return errs
 }
 
 // validatePlacement checks label selectors, tolerations, and that weights
@@ -272,6 +300,9 @@ func validateOverrides(app *flotillav1.MyApp, path *field.Path) (field.ErrorList
 			}
 		}
 		errs = append(errs, validateNodeSelector(o.NodeSelector, op.Child("nodeSelector"))...)
+		if o.Resources != nil {
+			errs = append(errs, validateResources(o.Resources, op.Child("resources"))...)
+		}
 		errs = append(errs, validatePatches(app, o.Patches, op.Child("patches"))...)
 		for j := range o.Tolerations {
 			errs = append(errs, validateToleration(&o.Tolerations[j], op.Child("tolerations").Index(j))...)
@@ -302,7 +333,11 @@ func validatePatches(app *flotillav1.MyApp, patches []flotillav1.JSONPatch, path
 	if len(errs) > 0 {
 		return errs
 	}
-	base := render.Deployment(app, ptr.Deref(app.Spec.Replicas, 1), render.ClusterOverrides{})
+	base, err := render.Deployment(app, ptr.Deref(app.Spec.Replicas, 1), render.ClusterOverrides{})
+	if err != nil {
+		// ValidateMyApp reports why the app cannot be rendered.
+		return nil
+	}
 	if _, err := render.Patch(base, patches); err != nil {
 		var pe *render.PatchError
 		if errors.As(err, &pe) {

@@ -2,6 +2,7 @@ package myapp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/internal/truncate"
 )
 
@@ -51,6 +53,10 @@ type Reconciler struct {
 	// pkg/rollout). It is called once, the first time a Progressive app is
 	// reconciled; without it such apps are not reconciled.
 	RevisionKey func(context.Context) ([]byte, error)
+	// MaxWorkBytes bounds the manifests of one Work (render.DefaultMaxWorkBytes
+	// when zero): an app whose Work for some cluster is larger is Degraded
+	// (WorkTooLarge) and nothing of it is written.
+	MaxWorkBytes int
 
 	keyMu sync.Mutex
 	key   []byte
@@ -123,17 +129,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return r.write(ctx, s, d, start)
 }
 
-// renderFailed marks app Degraded with reason RenderFailed and cause, and
+func (r *Reconciler) maxWorkBytes() int {
+	if r.MaxWorkBytes <= 0 {
+		return render.DefaultMaxWorkBytes
+	}
+	return r.MaxWorkBytes
+}
+
+// renderFailed marks app Degraded with reason RenderFailed (WorkTooLarge
+// when a Work is over the limit) and cause, and
 // emits a warning event; the rest of its status stays as it was (the
 // clusters still run their last Works). The next successful reconcile
 // computes every condition afresh.
 func (r *Reconciler) renderFailed(ctx context.Context, app *flotillav1.MyApp, cause error) error {
 	msg := truncate.String("nothing was written, every cluster keeps its last Work: "+cause.Error(), 1024)
+	reason := flotillav1.ReasonRenderFailed
+	if tooLarge := (*render.WorkTooLargeError)(nil); errors.As(cause, &tooLarge) {
+		reason = flotillav1.ReasonWorkTooLarge
+	}
 	st := *app.Status.DeepCopy()
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: flotillav1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: flotillav1.ReasonRenderFailed,
+		Type: flotillav1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reason,
 		Message: msg, ObservedGeneration: app.Generation,
 	})
-	r.event(app, corev1.EventTypeWarning, flotillav1.ReasonRenderFailed, "Render", "%s", msg)
+	r.event(app, corev1.EventTypeWarning, reason, "Render", "%s", msg)
 	return r.writeStatus(ctx, app, st, false)
 }

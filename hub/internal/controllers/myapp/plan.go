@@ -27,6 +27,8 @@ type plan struct {
 	views []appstatus.ClusterView
 	// requeueAfter is when a kept evicted Work's grace period ends.
 	requeueAfter time.Duration
+	// maxWorkBytes bounds each rendered Work's manifests (0: the default).
+	maxWorkBytes int
 }
 
 // planWorks decides which Works to write, keep and delete for decision,
@@ -34,8 +36,8 @@ type plan struct {
 // podSecurity. revisions, set for a Progressive rollout, name the revision
 // each target cluster renders; replicas always come from decision and the
 // current spec. It leaves existing as it is.
-func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, revisions map[string]*flotillav1.RevisionTemplate, podSecurity flotillav1.PodSecurityLevel, now time.Time) (plan, error) {
-	var p plan
+func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, revisions map[string]*flotillav1.RevisionTemplate, podSecurity flotillav1.PodSecurityLevel, maxWorkBytes int, now time.Time) (plan, error) {
+	p := plan{maxWorkBytes: maxWorkBytes}
 	wanted := map[string]bool{}
 	for _, tc := range decision.Clusters {
 		if err := p.target(app, tc, clusters.byName[tc.Name], existing[tc.Name], revisions[tc.Name], podSecurity); err != nil {
@@ -108,6 +110,9 @@ func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *fl
 	}
 	desired, replicas, err := render.Work(src, tc.Name, mc, tc.Replicas, podSecurity)
 	if err != nil {
+		return err
+	}
+	if err := render.CheckWorkSize(app, desired, p.maxWorkBytes); err != nil {
 		return err
 	}
 	if rt != nil {

@@ -33,6 +33,8 @@ type scope struct {
 	// revisionKey signs and verifies rollout revision templates; read only
 	// for a Progressive app.
 	revisionKey []byte
+	// maxWorkBytes is the Reconciler's MaxWorkBytes.
+	maxWorkBytes int
 }
 
 // clusterSet is the MemberClusters from the cache, as a list and by name.
@@ -60,7 +62,7 @@ func (r *Reconciler) read(ctx context.Context, app *flotillav1.MyApp) (*scope, e
 	if err != nil {
 		return nil, err
 	}
-	s := &scope{app: app, clusters: cs, works: works, policies: policies.Items, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout()}
+	s := &scope{app: app, clusters: cs, works: works, policies: policies.Items, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout(), maxWorkBytes: r.maxWorkBytes()}
 	if rollout.Enabled(&app.Spec) {
 		if s.revisionKey, err = r.revisionKey(ctx); err != nil {
 			return nil, err
