@@ -113,6 +113,7 @@ func mergeEnv(base, extra []corev1.EnvVar) []corev1.EnvVar {
 	}
 	out := append([]corev1.EnvVar(nil), base...)
 	for _, e := range extra {
+		e := *e.DeepCopy()
 		replaced := false
 		for i := range out {
 			if out[i].Name == e.Name {
@@ -275,19 +276,25 @@ func podTemplate(app *flotillav1.MyApp, ov ClusterOverrides) (corev1.PodTemplate
 		return pod, err
 	}
 	if t.Spec == nil {
+		// A deep copy: the rendering shares nothing with the MyApp.
+		legacy := t.DeepCopy()
 		pod.Spec.Containers = []corev1.Container{{
 			Name:      ContainerName,
-			Command:   slices.Clone(t.Command),
-			Args:      slices.Clone(t.Args),
-			Ports:     slices.Clone(t.Ports),
-			Env:       slices.Clone(t.Env),
-			Resources: *t.Resources.DeepCopy(),
+			Command:   legacy.Command,
+			Args:      legacy.Args,
+			Ports:     legacy.Ports,
+			Env:       legacy.Env,
+			Resources: legacy.Resources,
 		}}
 	} else {
-		for name, set := range map[string]bool{"command": len(t.Command) > 0, "args": len(t.Args) > 0, "ports": len(t.Ports) > 0, "env": len(t.Env) > 0,
-			"resources": len(t.Resources.Requests) > 0 || len(t.Resources.Limits) > 0 || len(t.Resources.Claims) > 0} {
-			if set {
-				return pod, field.Forbidden(tp.Child(name), "describes the one container of a template without spec; with spec.template.spec, set it on the container")
+		// In field order, so the error names the same field every time.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"command", len(t.Command) > 0}, {"args", len(t.Args) > 0}, {"ports", len(t.Ports) > 0}, {"env", len(t.Env) > 0},
+			{"resources", len(t.Resources.Requests) > 0 || len(t.Resources.Limits) > 0 || len(t.Resources.Claims) > 0}} {
+			if f.set {
+				return pod, field.Forbidden(tp.Child(f.name), "describes the one container of a template without spec; with spec.template.spec, set it on the container")
 			}
 		}
 		pod.Spec = *t.Spec.DeepCopy()

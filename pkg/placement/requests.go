@@ -26,7 +26,9 @@ func MergeResources(base corev1.ResourceRequirements, o *corev1.ResourceRequirem
 		out.Limits[k] = q.DeepCopy()
 	}
 	for _, c := range o.Claims {
-		if !slices.ContainsFunc(out.Claims, func(have corev1.ResourceClaim) bool { return have.Name == c.Name }) {
+		if i := slices.IndexFunc(out.Claims, func(have corev1.ResourceClaim) bool { return have.Name == c.Name }); i >= 0 {
+			out.Claims[i] = c
+		} else {
 			out.Claims = append(out.Claims, c)
 		}
 	}
