@@ -389,42 +389,13 @@ func TestRenderFailureShowsOnTheMyApp(t *testing.T) {
 	if err := env.c.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "MyApp clash Degraded with reason RenderFailed", 30*time.Second, func() error {
-		got := &flotillav1.MyApp{}
-		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flotillav1.ReasonRenderFailed {
-			return fmt.Errorf("Degraded: %+v", c)
-		}
-		if !strings.Contains(c.Message, "spec.overrides[1] (drop-a) for member-1: patches[0].path") {
-			return fmt.Errorf("the message does not name the cluster and the patch: %q", c.Message)
-		}
-		return nil
-	})
+	waitDegraded(t, env.c, app, flotillav1.ReasonRenderFailed, "spec.overrides[1] (drop-a) for member-1: patches[0].path")
 	if works, err := worksOf(env.c, app); err != nil || len(works) != 0 {
 		t.Fatalf("Works of an app that does not render: %v, %v; want none", works, err)
 	}
 
 	updateMyApp(t, env.c, app, func(a *flotillav1.MyApp) { a.Spec.Overrides = a.Spec.Overrides[:1] })
-	eventually(t, "both Works written and RenderFailed cleared", 30*time.Second, func() error {
-		works, err := worksOf(env.c, app)
-		if err != nil {
-			return err
-		}
-		if len(works) != 2 {
-			return fmt.Errorf("%d Works, want 2", len(works))
-		}
-		got := &flotillav1.MyApp{}
-		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded); c != nil && c.Reason == flotillav1.ReasonRenderFailed {
-			return fmt.Errorf("still Degraded for RenderFailed: %+v", c)
-		}
-		return nil
-	})
+	waitWorksAndCleared(t, env.c, app, 2, flotillav1.ReasonRenderFailed)
 }
 
 // TestWorkTooLargeShowsOnTheMyApp: a hub whose --max-work-bytes is 8 KiB
@@ -458,22 +429,8 @@ func TestWorkTooLargeShowsOnTheMyApp(t *testing.T) {
 	if err := env.c.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "MyApp big Degraded with reason WorkTooLarge", 30*time.Second, func() error {
-		got := &flotillav1.MyApp{}
-		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flotillav1.ReasonWorkTooLarge {
-			return fmt.Errorf("Degraded: %+v", c)
-		}
-		for _, want := range []string{"MyApp " + app.Namespace + "/big", "cluster member-1", fmt.Sprintf("limit of %d", limit), "--max-work-bytes"} {
-			if !strings.Contains(c.Message, want) {
-				return fmt.Errorf("the message does not say %q: %q", want, c.Message)
-			}
-		}
-		return nil
-	})
+	waitDegraded(t, env.c, app, flotillav1.ReasonWorkTooLarge,
+		"MyApp "+app.Namespace+"/big", "cluster member-1", fmt.Sprintf("limit of %d", limit), "--max-work-bytes")
 	if works, err := worksOf(env.c, app); err != nil || len(works) != 0 {
 		t.Fatalf("Works of an app over the limit: %v, %v; want none", works, err)
 	}
@@ -486,17 +443,46 @@ func TestWorkTooLargeShowsOnTheMyApp(t *testing.T) {
 	})
 
 	updateMyApp(t, env.c, app, func(a *flotillav1.MyApp) { a.Spec.Overrides[0].Env[0].Value = "small" })
-	eventually(t, "both Works of MyApp big written and WorkTooLarge cleared", 30*time.Second, func() error {
-		works, err := worksOf(env.c, app)
-		if err != nil || len(works) != 2 {
-			return fmt.Errorf("%d Works (%v), want 2", len(works), err)
-		}
+	waitWorksAndCleared(t, env.c, app, 2, flotillav1.ReasonWorkTooLarge)
+}
+
+// waitDegraded waits until app is Degraded with reason and a message that
+// says each of wants.
+func waitDegraded(t *testing.T, c client.Client, app *flotillav1.MyApp, reason string, wants ...string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("MyApp %s Degraded with reason %s", app.Name, reason), 30*time.Second, func() error {
 		got := &flotillav1.MyApp{}
-		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(app), got); err != nil {
 			return err
 		}
-		if c := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded); c != nil && c.Reason == flotillav1.ReasonWorkTooLarge {
-			return fmt.Errorf("still Degraded for WorkTooLarge: %+v", c)
+		cond := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded)
+		if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != reason {
+			return fmt.Errorf("Degraded: %+v", cond)
+		}
+		for _, want := range wants {
+			if !strings.Contains(cond.Message, want) {
+				return fmt.Errorf("the message does not say %q: %q", want, cond.Message)
+			}
+		}
+		return nil
+	})
+}
+
+// waitWorksAndCleared waits until app has n Works and is no longer
+// Degraded for reason.
+func waitWorksAndCleared(t *testing.T, c client.Client, app *flotillav1.MyApp, n int, reason string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d Works of MyApp %s written and %s cleared", n, app.Name, reason), 30*time.Second, func() error {
+		works, err := worksOf(c, app)
+		if err != nil || len(works) != n {
+			return fmt.Errorf("%d Works (%v), want %d", len(works), err, n)
+		}
+		got := &flotillav1.MyApp{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(app), got); err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(got.Status.Conditions, flotillav1.ConditionDegraded); cond != nil && cond.Reason == reason {
+			return fmt.Errorf("still Degraded for %s: %+v", reason, cond)
 		}
 		return nil
 	})
