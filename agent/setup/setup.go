@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -52,6 +53,7 @@ var Version = "dev"
 // there, by the namespaced Role.
 //
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=flotilla-system
@@ -240,6 +242,7 @@ func New(opts Options) (*Agent, error) {
 			// Only what Flotilla applied: a member's other Deployments
 			// cost the agent nothing.
 			&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
+			&corev1.Service{}:    {Label: labels.NewSelector().Add(*owned)},
 		}},
 
 		// Nil unless leader election is on: then the agent's own lock,
@@ -261,6 +264,7 @@ func New(opts Options) (*Agent, error) {
 		DefaultPodSecurity: podSecurity,
 		Namespaces:         &namespaces,
 		RecordNamespace:    agentNamespace(opts),
+		Kinds:              apply.WorkKinds,
 	}
 	if opts.LeaderElection {
 		// Before each batch of deletions the applier checks, live, that

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "time"
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // The API's defaults, written once. The CRD applies them through
 // +kubebuilder:default markers (a marker cannot name a Go constant, so
@@ -45,6 +49,11 @@ const (
 	// DefaultDeletionPolicy is a MyApp's and a Work's spec.deletionPolicy
 	// when unset: what Flotilla stops managing is deleted.
 	DefaultDeletionPolicy = DeletionPolicyDelete
+
+	// DefaultServiceType is spec.service.type when unset.
+	DefaultServiceType = corev1.ServiceTypeClusterIP
+	// DefaultServiceProtocol is spec.service.ports[].protocol when unset.
+	DefaultServiceProtocol = corev1.ProtocolTCP
 	// DefaultMemberClusterDeletionPolicy is a MemberCluster's
 	// spec.deletionPolicy when unset: removing a cluster from the fleet
 	// leaves its workloads running.

@@ -42,6 +42,8 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		"works:spec.deletionPolicy":                                     string(DefaultDeletionPolicy),
 		"memberclusters:spec.deletionPolicy":                            string(DefaultMemberClusterDeletionPolicy),
 		"memberclusters:spec.acceptance":                                string(DefaultAcceptance),
+		"myapps:spec.service.type":                                      string(DefaultServiceType),
+		"myapps:spec.service.ports[].protocol":                          string(DefaultServiceProtocol),
 	}
 	// inherited are the ends of field paths whose defaults come with
 	// embedded Kubernetes types (corev1.EnvVar and corev1.ContainerPort),

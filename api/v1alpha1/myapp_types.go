@@ -72,6 +72,12 @@ type MyAppSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 
+	// Service, when set, gives the app a Service in every member it runs
+	// in, of the same name and namespace as its Deployment, selecting its
+	// pods.
+	// +optional
+	Service *ServiceSpec `json:"service,omitempty"`
+
 	// TargetNamespace is the namespace in each member that the Deployment is
 	// created in; it defaults to the MyApp's own namespace.
 	// +optional
@@ -109,6 +115,51 @@ type MyAppSpec struct {
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// ServiceSpec is the Service each member gets for the app.
+type ServiceSpec struct {
+	// Type is ClusterIP (the default), NodePort or LoadBalancer.
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+	// Ports the Service exposes.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=port
+	// +listMapKey=protocol
+	Ports []ServicePort `json:"ports"`
+	// Annotations are set on the Service, e.g. for a cloud's load
+	// balancer.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// ServicePort is one port of the app's Service.
+// +kubebuilder:validation:XValidation:rule="!has(self.targetPort) || type(self.targetPort) != int || (self.targetPort >= 1 && self.targetPort <= 65535)",message="targetPort must be a port number from 1 to 65535 or a container port's name"
+type ServicePort struct {
+	// Name of the port; required when the Service has more than one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+	// Protocol is TCP (the default), UDP or SCTP.
+	// +kubebuilder:default=TCP
+	// +kubebuilder:validation:Enum=TCP;UDP;SCTP
+	// +optional
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
+	// Port is the Service's port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// TargetPort is the pods' port, a number or a container port's name;
+	// the same as port when unset.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	TargetPort *intstr.IntOrString `json:"targetPort,omitempty"`
 }
 
 // DeletionPolicy is what happens to member objects Flotilla stops managing.

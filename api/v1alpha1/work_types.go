@@ -7,8 +7,8 @@ import (
 
 // WorkSpec is what one member must run for one MyApp.
 type WorkSpec struct {
-	// Manifests are the objects to apply in the member, today one
-	// Deployment.
+	// Manifests are the objects to apply in the member: the app's
+	// Deployment and, with spec.service, its Service.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	Manifests []Manifest `json:"manifests"`

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
@@ -186,6 +187,17 @@ func SelectorLabels(app *flotillav1.MyApp) map[string]string {
 	}
 }
 
+// objectLabels are the labels of the objects rendered for app: the
+// well-known name and manager, and the selector labels.
+func objectLabels(app *flotillav1.MyApp) map[string]string {
+	labels := map[string]string{
+		"app.kubernetes.io/name":       app.Name,
+		"app.kubernetes.io/managed-by": "flotilla",
+	}
+	maps.Copy(labels, SelectorLabels(app))
+	return labels
+}
+
 // TargetNamespace is where the Deployment goes in each member.
 func TargetNamespace(app *flotillav1.MyApp) string {
 	if app.Spec.TargetNamespace != "" {
@@ -214,19 +226,12 @@ func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) (*ap
 	if ov.replicas != nil {
 		replicas = *ov.replicas
 	}
-	labels := map[string]string{
-		"app.kubernetes.io/name":       app.Name,
-		"app.kubernetes.io/managed-by": "flotilla",
-	}
-	for k, v := range sel {
-		labels[k] = v
-	}
 	d := &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      app.Name,
 			Namespace: TargetNamespace(app),
-			Labels:    labels,
+			Labels:    objectLabels(app),
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
@@ -323,6 +328,47 @@ func podTemplate(app *flotillav1.MyApp, ov ClusterOverrides) (corev1.PodTemplate
 	return pod, nil
 }
 
+// Service renders the app's Service (nil without spec.service): the
+// Deployment's name, namespace and labels, selecting its pods. A port
+// without a targetPort targets its own number; the member allocates the
+// cluster IP and node ports.
+func Service(app *flotillav1.MyApp) *corev1.Service {
+	s := app.Spec.Service
+	if s == nil {
+		return nil
+	}
+	sel := SelectorLabels(app)
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      app.Name,
+			Namespace: TargetNamespace(app),
+			Labels:    objectLabels(app),
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     s.Type,
+			Selector: sel,
+		},
+	}
+	if svc.Spec.Type == "" {
+		svc.Spec.Type = flotillav1.DefaultServiceType
+	}
+	if len(s.Annotations) > 0 {
+		svc.Annotations = maps.Clone(s.Annotations)
+	}
+	for _, p := range s.Ports {
+		port := corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.Port)}
+		if port.Protocol == "" {
+			port.Protocol = flotillav1.DefaultServiceProtocol
+		}
+		if p.TargetPort != nil {
+			port.TargetPort = *p.TargetPort
+		}
+		svc.Spec.Ports = append(svc.Spec.Ports, port)
+	}
+	return svc
+}
+
 func copyInt32(p *int32) *int32 {
 	if p == nil {
 		return nil
@@ -383,6 +429,14 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 	if err != nil {
 		return nil, 0, fmt.Errorf("encoding the Deployment for %s: %w", cluster, err)
 	}
+	manifests := []flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}
+	if svc := Service(app); svc != nil {
+		raw, err := manifestJSON(svc)
+		if err != nil {
+			return nil, 0, fmt.Errorf("encoding the Service for %s: %w", cluster, err)
+		}
+		manifests = append(manifests, flotillav1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
+	}
 	w := &flotillav1.Work{
 		TypeMeta: metav1.TypeMeta{APIVersion: flotillav1.GroupVersion.String(), Kind: "Work"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -397,7 +451,7 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 			},
 		},
 		Spec: flotillav1.WorkSpec{
-			Manifests:      []flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}},
+			Manifests:      manifests,
 			DeletionPolicy: DeletionPolicy(app, mc),
 			PodSecurity:    podSecurity,
 		},

@@ -1,14 +1,17 @@
 package render
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -731,5 +734,65 @@ func TestRenderingSharesNoEnvSource(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(app, before) {
 		t.Fatalf("changing the rendered env changed the MyApp: %+v", app.Spec.Template.Env)
+	}
+}
+
+// TestService: no Service without spec.service; with it, one of the
+// Deployment's name, namespace and labels selecting its pods, with the
+// type and protocol defaulted, a port without targetPort targeting its own
+// number, and annotations copied, not shared; the Work carries it after
+// the Deployment.
+func TestService(t *testing.T) {
+	plain := newApp()
+	if Service(plain) != nil {
+		t.Fatal("a Service rendered for an app without spec.service")
+	}
+	w, _, err := Work(plain, "a", nil, 1, "")
+	if err != nil || len(w.Spec.Manifests) != 1 {
+		t.Fatalf("the Work of an app without spec.service has %d manifests (%v), want 1", len(w.Spec.Manifests), err)
+	}
+
+	app := newApp(func(a *flotillav1.MyApp) {
+		a.Spec.TargetNamespace = "shop"
+		a.Spec.Service = &flotillav1.ServiceSpec{
+			Annotations: map[string]string{"team": "payments"},
+			Ports: []flotillav1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: ptr.To(intstr.FromString("http"))},
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+			},
+		}
+	})
+	svc := Service(app)
+	d := mustDeployment(t, app, 1, ClusterOverrides{})
+	if svc.Name != d.Name || svc.Namespace != "shop" || !equality.Semantic.DeepEqual(svc.Labels, d.Labels) ||
+		!equality.Semantic.DeepEqual(svc.Spec.Selector, d.Spec.Selector.MatchLabels) {
+		t.Fatalf("Service %s/%s labels %v selector %v; want the Deployment's %s/%s, %v, %v",
+			svc.Namespace, svc.Name, svc.Labels, svc.Spec.Selector, d.Namespace, d.Name, d.Labels, d.Spec.Selector.MatchLabels)
+	}
+	want := []corev1.ServicePort{
+		{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString("http")},
+		{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(53)},
+	}
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP || !equality.Semantic.DeepEqual(svc.Spec.Ports, want) {
+		t.Fatalf("type %s ports %+v; want ClusterIP and %+v", svc.Spec.Type, svc.Spec.Ports, want)
+	}
+	svc.Annotations["team"] = "changed"
+	if app.Spec.Service.Annotations["team"] != "payments" {
+		t.Fatal("the rendered Service shares its annotations with the MyApp")
+	}
+	w, _, err = Work(app, "a", nil, 1, "")
+	if err != nil || len(w.Spec.Manifests) != 2 {
+		t.Fatalf("the Work has %d manifests (%v), want the Deployment and the Service", len(w.Spec.Manifests), err)
+	}
+	var kinds []string
+	for _, m := range w.Spec.Manifests {
+		var obj metav1.TypeMeta
+		if err := json.Unmarshal(m.Raw, &obj); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, obj.Kind)
+	}
+	if !slices.Equal(kinds, []string{"Deployment", "Service"}) {
+		t.Fatalf("the Work's manifests are %v, want Deployment then Service", kinds)
 	}
 }

@@ -567,6 +567,8 @@ var PushRights = []authorizationv1.ResourceAttributes{
 	{Group: "apps", Resource: "deployments", Verb: "create"},
 	{Group: "apps", Resource: "deployments", Verb: "patch"},
 	{Group: "apps", Resource: "deployments", Verb: "delete"},
+	{Resource: "services", Verb: "create"},
+	{Resource: "services", Verb: "delete"},
 	{Resource: "namespaces", Verb: "create"},
 	{Resource: "configmaps", Verb: "create", Namespace: flotillav1.SystemNamespace},
 }

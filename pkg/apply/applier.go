@@ -24,9 +24,16 @@ import (
 // Options.FieldOwner is empty: the agent's.
 const DefaultFieldOwner = v1alpha1.FieldOwnerAgent
 
-// DeploymentKind is the kind a Work carries today, and the default of
+// DeploymentKind is the kind every Work carries, and the default of
 // Options.Kinds.
 var DeploymentKind = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+
+// ServiceKind is the kind of a MyApp's Service.
+var ServiceKind = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
+
+// WorkKinds are the kinds the hub renders into Works: what the agent and
+// the push engine apply, watch and prune.
+var WorkKinds = []schema.GroupVersionKind{DeploymentKind, ServiceKind}
 
 // ErrNotOwned is wrapped by Apply's error when an object of a manifest's
 // name exists and Flotilla does not own it. Retrying does not help until

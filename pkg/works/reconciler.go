@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,11 +42,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("work").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &appsv1.Deployment{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, d *appsv1.Deployment) []reconcile.Request {
-				name := d.Annotations[flotillav1.AnnotationWork]
-				if name == "" {
-					return nil
-				}
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+				return WorkOf(d)
+			}))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, s *corev1.Service) []reconcile.Request {
+				return WorkOf(s)
 			}))).
 		WatchesRawSource(source.Channel(r.Store.events, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
@@ -67,25 +68,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: r.Resync}, nil
 }
 
-// live lists work's Deployments from the cache.
-func (r *Reconciler) live(work *flotillav1.Work) ([]client.Object, error) {
-	return LiveDeployments(context.Background(), r.Reader, work)
+// WorkOf is the request for the Work whose object o is (by Flotilla's
+// annotation); none for an object without it.
+func WorkOf(o client.Object) []reconcile.Request {
+	name := o.GetAnnotations()[flotillav1.AnnotationWork]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 }
 
-// LiveDeployments lists work's Deployments from reader (a cache that holds
-// the objects carrying the flotilla.dev/work label), as NeedsApply and
-// Store.Reconcile take them.
-func LiveDeployments(ctx context.Context, reader client.Reader, work *flotillav1.Work) ([]client.Object, error) {
-	var list appsv1.DeploymentList
-	if err := reader.List(ctx, &list, client.MatchingLabels{flotillav1.LabelWork: flotillav1.WorkLabelValue(work.Name)}); err != nil {
+// live lists work's objects from the cache.
+func (r *Reconciler) live(work *flotillav1.Work) ([]client.Object, error) {
+	return LiveObjects(context.Background(), r.Reader, work)
+}
+
+// LiveObjects lists work's objects of every kind a Work carries
+// (apply.WorkKinds: Deployments and Services) from reader, a cache that
+// holds the objects carrying the flotilla.dev/work label, as NeedsApply
+// and Store.Reconcile take them. (A kind left out here would look deleted
+// to NeedsApply, and its Work would be applied again on every event.)
+func LiveObjects(ctx context.Context, reader client.Reader, work *flotillav1.Work) ([]client.Object, error) {
+	sel := client.MatchingLabels{flotillav1.LabelWork: flotillav1.WorkLabelValue(work.Name)}
+	var deployments appsv1.DeploymentList
+	if err := reader.List(ctx, &deployments, sel); err != nil {
 		return nil, fmt.Errorf("listing the Deployments of Work %s: %w", work.Name, err)
 	}
-	out := make([]client.Object, 0, len(list.Items))
-	for i := range list.Items {
-		d := &list.Items[i]
-		// NeedsApply compares kinds; the cache's typed objects carry none.
+	var services corev1.ServiceList
+	if err := reader.List(ctx, &services, sel); err != nil {
+		return nil, fmt.Errorf("listing the Services of Work %s: %w", work.Name, err)
+	}
+	out := make([]client.Object, 0, len(deployments.Items)+len(services.Items))
+	// NeedsApply compares kinds; the cache's typed objects carry none.
+	for i := range deployments.Items {
+		d := &deployments.Items[i]
 		d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
 		out = append(out, d)
+	}
+	for i := range services.Items {
+		s := &services.Items[i]
+		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
+		out = append(out, s)
 	}
 	return out, nil
 }

@@ -587,7 +587,7 @@ func InvalidSpec(t *testing.T, in SpecInput) {
 // FullPodTemplateSpec: a MyApp whose pod template has an init container,
 // a sidecar before its main container (named by spec.mainContainer), a
 // readiness probe, a volume and a security context runs in every member
-// as written, with spec.image on the main container only; a resources
+// as written, with a Service selecting its pods beside it, with spec.image on the main container only; a resources
 // override for one member changes the main container there only; a new
 // spec.image reaches the main container everywhere and leaves the
 // sidecar's image alone.
@@ -613,6 +613,7 @@ func FullPodTemplateSpec(t *testing.T, in SpecInput) {
 			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
+	app.Spec.Service = &flotillav1.ServiceSpec{Ports: []flotillav1.ServicePort{{Name: "http", Port: 80, TargetPort: ptr.To(intstr.FromString("http"))}}}
 	app.Spec.Overrides = []flotillav1.ClusterOverride{{
 		Name: "more-cpu-in-" + target, TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{target}},
 		Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
@@ -636,6 +637,13 @@ func FullPodTemplateSpec(t *testing.T, in SpecInput) {
 		if len(ps.InitContainers) != 1 || ps.InitContainers[0].Name != "wait" || ps.Containers[1].ReadinessProbe == nil ||
 			len(ps.Volumes) != 1 || ps.Volumes[0].EmptyDir == nil || ps.SecurityContext == nil || ptr.Deref(ps.SecurityContext.RunAsUser, 0) != 1000 {
 			t.Errorf("%s: the pod spec lost part of the template: %+v", m, ps)
+		}
+		svc := &corev1.Service{}
+		if err := in.Provider.Member(m).Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: "shop"}, svc); err != nil {
+			t.Fatalf("%s: Service shop: %v", m, err)
+		}
+		if !maps.Equal(svc.Spec.Selector, d.Spec.Selector.MatchLabels) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort != intstr.FromString("http") {
+			t.Errorf("%s: Service shop selects %v with ports %+v; want the Deployment's pods (%v) on 80 -> http", m, svc.Spec.Selector, svc.Spec.Ports, d.Spec.Selector.MatchLabels)
 		}
 		if d.Spec.Template.Labels["tier"] != "front" {
 			t.Errorf("%s: pod labels %v, want tier=front among them", m, d.Spec.Template.Labels)

@@ -96,9 +96,13 @@ func memberCondition(c client.Client, name, typ string) (*metav1.Condition, erro
 // refused and changes nothing; a Push member with a bad Secret is Ready
 // False with reason KubeconfigInvalid and disturbs no one; deleting the
 // MyApp deletes member-2's Deployment and the Works go.
-func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
+// startPullAndPush starts a fleet of two members, a hub (pushing every
+// 500 ms), an agent for member-1 and member-2 in Push mode through its
+// own kubeconfig, and waits for both Ready and member-2 Pushing. It
+// returns the fleet and the hub's sync address.
+func startPullAndPush(t *testing.T) (*fleet, string) {
+	t.Helper()
 	f := startFleet(t, 2)
-	ctx := context.Background()
 	kubeconfig, err := os.ReadFile(f.tb.Members[1].Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +113,12 @@ func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
 	startAgent(t, f.agentOptions(t, "member-1", syncAddr))
 	waitReady(t, f.hub, "member-1", "member-2")
 	waitConnected(t, f.hub, "member-2", flotillav1.ReasonPushing)
+	return f, syncAddr
+}
+
+func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
+	f, syncAddr := startPullAndPush(t)
+	ctx := context.Background()
 
 	app := newApp("web", 2, flotillav1.Placement{ClusterAffinity: &flotillav1.ClusterAffinity{ClusterNames: []string{"member-1", "member-2"}}})
 	app.Spec.Image = "nginx:1.27"
@@ -234,6 +244,10 @@ func TestPushMemberRunsWorksLikeAnAgent(t *testing.T) {
 		return nil
 	})
 	// A kubeconfig the member refuses (a made-up token): named the same way.
+	kubeconfig, err := os.ReadFile(f.tb.Members[1].Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
 		t.Fatal(err)

@@ -228,6 +228,14 @@ func TestMyAppValidation(t *testing.T) {
 		}, "spec.template.spec.containers", "Required value"},
 		{"main container name not a DNS label", func(a *flotillav1.MyApp) { a.Spec.MainContainer = "Main_1" },
 			"spec.mainContainer", "should match"},
+		{"Service without ports", func(a *flotillav1.MyApp) { a.Spec.Service = &flotillav1.ServiceSpec{} },
+			"spec.service.ports", "Required value"},
+		{"Service of an unknown type", func(a *flotillav1.MyApp) {
+			a.Spec.Service = &flotillav1.ServiceSpec{Type: "ExternalName", Ports: []flotillav1.ServicePort{{Port: 80}}}
+		}, "spec.service.type", "Unsupported value"},
+		{"Service target port 0", func(a *flotillav1.MyApp) {
+			a.Spec.Service = &flotillav1.ServiceSpec{Ports: []flotillav1.ServicePort{{Port: 80, TargetPort: ptr.To(intstr.FromInt32(0))}}}
+		}, "spec.service.ports[0]", "targetPort must be a port number from 1 to 65535 or a container port's name"},
 		{"unknown rollout failure action", func(a *flotillav1.MyApp) {
 			a.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &flotillav1.ProgressiveRollout{OnFailure: "Explode"}}
 		}, "spec.rollout.progressive.onFailure", "Unsupported value"},

@@ -173,6 +173,14 @@ func TestHubWebhookRefusesInvalidMyApps(t *testing.T) {
 				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "big", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"member-1"}},
 					Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
 			}},
+		{"Service ports without names", "spec.service.ports[1].name", "a Service of more than one port needs a name for each",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Service = &flotillav1.ServiceSpec{Ports: []flotillav1.ServicePort{{Name: "http", Port: 80}, {Port: 443}}}
+			}},
+		{"Service ports of one name", "spec.service.ports[1].name", "Duplicate value",
+			func(a *flotillav1.MyApp) {
+				a.Spec.Service = &flotillav1.ServiceSpec{Ports: []flotillav1.ServicePort{{Name: "web", Port: 80}, {Name: "web", Port: 443}}}
+			}},
 		// The schema still answers first where it can.
 		{"negative replicas (schema)", "spec.replicas", "should be greater than or equal to 0",
 			func(a *flotillav1.MyApp) { a.Spec.Replicas = ptr.To[int32](-3) }},

@@ -151,17 +151,17 @@ func (e *Engine) SetupWithManager(mgr mcmanager.Manager, notify func(func(cluste
 			e.kick.add(request(cluster, name))
 		}
 	})
+	workOf := mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(_ context.Context, o client.Object) []mcreconcile.Request {
+		var out []mcreconcile.Request
+		for _, r := range works.WorkOf(o) {
+			out = append(out, mcreconcile.Request{Request: r})
+		}
+		return out
+	})
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("push").
-		Watches(&appsv1.Deployment{},
-			mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(_ context.Context, o client.Object) []mcreconcile.Request {
-				name := o.GetAnnotations()[flotillav1.AnnotationWork]
-				if name == "" {
-					return nil
-				}
-				return []mcreconcile.Request{{Request: reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}}}
-			}),
-			mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&appsv1.Deployment{}, workOf, mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&corev1.Service{}, workOf, mcbuilder.WithEngageWithLocalCluster(false)).
 		WatchesRawSource(&e.kick).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{
 			MaxConcurrentReconciles: 4,
@@ -213,6 +213,7 @@ func (e *Engine) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 		Namespaces:      &apply.NamespacePolicy{Denied: denied},
 		RecordNamespace: flotillav1.SystemNamespace,
 		Fence:           e.Fence,
+		Kinds:           apply.WorkKinds,
 	})
 	m.applier.SetIdentity(fleet, m.name)
 	m.store = works.NewStore(m.applier)
@@ -446,7 +447,7 @@ func (e *Engine) Reconcile(ctx context.Context, req mcreconcile.Request) (reconc
 		return e.remove(ctx, m, name)
 	}
 	live := func(w *flotillav1.Work) ([]client.Object, error) {
-		return works.LiveDeployments(ctx, m.cluster.GetCache(), w)
+		return works.LiveObjects(ctx, m.cluster.GetCache(), w)
 	}
 	applied, err := m.store.Sync(ctx, work, live)
 	if applied {

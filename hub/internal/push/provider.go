@@ -309,6 +309,7 @@ func (p *Provider) newCluster(cfg *rest.Config) (cluster.Cluster, error) {
 		o.Logger = p.Log
 		o.Cache.ByObject = map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
+			&corev1.Service{}:    {Label: labels.NewSelector().Add(*owned)},
 		}
 	})
 }

@@ -222,9 +222,30 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 			errs = append(errs, field.Invalid(spec.Child("template"), "", err.Error()))
 		}
 	}
+	if s := app.Spec.Service; s != nil {
+		errs = append(errs, validateServicePorts(s.Ports, spec.Child("service", "ports"))...)
+	}
 	errs = append(errs, validatePlacement(&app.Spec.Placement, spec.Child("placement"))...)
 	oerrs, warnings := validateOverrides(app, spec.Child("overrides"))
 	return append(errs, oerrs...), warnings
+}
+
+// validateServicePorts checks what a member's apiserver would refuse in
+// the Service's ports: with more than one port, each needs a name, and
+// names are unique.
+func validateServicePorts(ports []flotillav1.ServicePort, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, p := range ports {
+		switch {
+		case p.Name == "" && len(ports) > 1:
+			errs = append(errs, field.Required(path.Index(i).Child("name"), "a Service of more than one port needs a name for each"))
+		case p.Name != "" && seen[p.Name]:
+			errs = append(errs, field.Duplicate(path.Index(i).Child("name"), p.Name))
+		}
+		seen[p.Name] = true
+	}
+	return errs
 }
 
 // validateResources checks that no request is above its limit, as a
