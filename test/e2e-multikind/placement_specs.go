@@ -502,7 +502,7 @@ func InvalidSpec(t *testing.T, in SpecInput) {
 				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "bad-path", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{m[0]}},
 					Patches: []flotillav1.JSONPatch{{Op: flotillav1.JSONPatchReplace, Path: "/spec/template/spec/nodeSelector/zone", Value: &apiextensionsv1.JSON{Raw: []byte(`"a"`)}}}}}
 			}},
-		{"override that changes nothing", "CEL", "spec.overrides[0]", "an override must set at least one of image, replicas, env, nodeSelector, tolerations and patches",
+		{"override that changes nothing", "CEL", "spec.overrides[0]", "an override must set at least one of image, replicas, env, resources, nodeSelector, tolerations and patches",
 			func(a *flotillav1.MyApp) {
 				a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "empty", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{m[0]}}}}
 			}},
