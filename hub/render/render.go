@@ -187,15 +187,16 @@ func SelectorLabels(app *flotillav1.MyApp) map[string]string {
 	}
 }
 
-// objectLabels are the labels of the objects rendered for app: the
-// well-known name and manager, and the selector labels.
-func objectLabels(app *flotillav1.MyApp) map[string]string {
+// objectMeta is the metadata of the objects rendered for app: its name,
+// the target namespace, and as labels the well-known name and manager and
+// the selector labels.
+func objectMeta(app *flotillav1.MyApp) metav1.ObjectMeta {
 	labels := map[string]string{
 		"app.kubernetes.io/name":       app.Name,
 		"app.kubernetes.io/managed-by": "flotilla",
 	}
 	maps.Copy(labels, SelectorLabels(app))
-	return labels
+	return metav1.ObjectMeta{Name: app.Name, Namespace: TargetNamespace(app), Labels: labels}
 }
 
 // TargetNamespace is where the Deployment goes in each member.
@@ -227,12 +228,8 @@ func Deployment(app *flotillav1.MyApp, replicas int32, ov ClusterOverrides) (*ap
 		replicas = *ov.replicas
 	}
 	d := &appsv1.Deployment{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      app.Name,
-			Namespace: TargetNamespace(app),
-			Labels:    objectLabels(app),
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: objectMeta(app),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
@@ -339,12 +336,8 @@ func Service(app *flotillav1.MyApp) *corev1.Service {
 	}
 	sel := SelectorLabels(app)
 	svc := &corev1.Service{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      app.Name,
-			Namespace: TargetNamespace(app),
-			Labels:    objectLabels(app),
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(app),
 		Spec: corev1.ServiceSpec{
 			Type:     s.Type,
 			Selector: sel,

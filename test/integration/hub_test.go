@@ -372,12 +372,7 @@ func TestHubAggregatesStatus(t *testing.T) {
 func TestRenderFailureShowsOnTheMyApp(t *testing.T) {
 	env := newHubEnv(t, nil)
 	ctx := context.Background()
-	hb := startHeartbeats(t, env.hub.Tracker)
-	createMembers(t, env.c, "member-1", "member-2")
-	for _, n := range []string{"member-1", "member-2"} {
-		hb.connect(n, nil)
-	}
-	waitReady(t, env.c, "member-1", "member-2")
+	connectReady(t, env, "member-1", "member-2")
 
 	app := newApp("clash", 2, flotillav1.Placement{ClusterAffinity: &flotillav1.ClusterAffinity{ClusterNames: []string{"member-1", "member-2"}}})
 	app.Spec.Template = &flotillav1.PodTemplate{Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}
@@ -409,12 +404,7 @@ func TestWorkTooLargeShowsOnTheMyApp(t *testing.T) {
 	const limit = 8 << 10
 	env := newHubEnv(t, func(o *setup.Options) { o.MaxWorkBytes = limit })
 	ctx := context.Background()
-	hb := startHeartbeats(t, env.hub.Tracker)
-	createMembers(t, env.c, "member-1", "member-2")
-	for _, n := range []string{"member-1", "member-2"} {
-		hb.connect(n, nil)
-	}
-	waitReady(t, env.c, "member-1", "member-2")
+	connectReady(t, env, "member-1", "member-2")
 
 	both := flotillav1.Placement{ClusterAffinity: &flotillav1.ClusterAffinity{ClusterNames: []string{"member-1", "member-2"}}}
 	app := newApp("big", 2, both)
@@ -444,6 +434,18 @@ func TestWorkTooLargeShowsOnTheMyApp(t *testing.T) {
 
 	updateMyApp(t, env.c, app, func(a *flotillav1.MyApp) { a.Spec.Overrides[0].Env[0].Value = "small" })
 	waitWorksAndCleared(t, env.c, app, 2, flotillav1.ReasonWorkTooLarge)
+}
+
+// connectReady creates MemberClusters names, has them heartbeat until the
+// test ends, and waits until they are Ready.
+func connectReady(t *testing.T, env *hubEnv, names ...string) {
+	t.Helper()
+	hb := startHeartbeats(t, env.hub.Tracker)
+	createMembers(t, env.c, names...)
+	for _, n := range names {
+		hb.connect(n, nil)
+	}
+	waitReady(t, env.c, names...)
 }
 
 // waitDegraded waits until app is Degraded with reason and a message that

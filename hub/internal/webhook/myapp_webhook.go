@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -214,7 +215,8 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 	// What the hub renders for a cluster no override selects: a template
 	// it cannot render (no main container, an image of its own on it)
 	// is refused here, naming the field, not in every member.
-	if _, err := render.Deployment(app, ptr.Deref(app.Spec.Replicas, 1), render.ClusterOverrides{}); err != nil {
+	base, err := render.Deployment(app, ptr.Deref(app.Spec.Replicas, 1), render.ClusterOverrides{})
+	if err != nil {
 		var fe *field.Error
 		if errors.As(err, &fe) {
 			errs = append(errs, fe)
@@ -226,7 +228,7 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 		errs = append(errs, validateServicePorts(s.Ports, spec.Child("service", "ports"))...)
 	}
 	errs = append(errs, validatePlacement(&app.Spec.Placement, spec.Child("placement"))...)
-	oerrs, warnings := validateOverrides(app, spec.Child("overrides"))
+	oerrs, warnings := validateOverrides(app, base, spec.Child("overrides"))
 	return append(errs, oerrs...), warnings
 }
 
@@ -299,7 +301,7 @@ func validatePlacement(p *flotillav1.Placement, pp *field.Path) field.ErrorList 
 
 // validateOverrides checks each override's selector and image, and warns
 // when replica overrides make the total differ from spec.replicas.
-func validateOverrides(app *flotillav1.MyApp, path *field.Path) (field.ErrorList, []string) {
+func validateOverrides(app *flotillav1.MyApp, base *appsv1.Deployment, path *field.Path) (field.ErrorList, []string) {
 	var errs field.ErrorList
 	var warnings []string
 	rs := app.Spec.Placement.ReplicaScheduling
@@ -324,7 +326,7 @@ func validateOverrides(app *flotillav1.MyApp, path *field.Path) (field.ErrorList
 		if o.Resources != nil {
 			errs = append(errs, validateResources(o.Resources, op.Child("resources"))...)
 		}
-		errs = append(errs, validatePatches(app, o.Patches, op.Child("patches"))...)
+		errs = append(errs, validatePatches(base, o.Patches, op.Child("patches"))...)
 		for j := range o.Tolerations {
 			errs = append(errs, validateToleration(&o.Tolerations[j], op.Child("tolerations").Index(j))...)
 		}
@@ -341,7 +343,9 @@ func validateOverrides(app *flotillav1.MyApp, path *field.Path) (field.ErrorList
 // selects its pods. (Another override's patches or typed fields that also
 // select a cluster are not taken into account: keep patches to one
 // override where they build on each other.)
-func validatePatches(app *flotillav1.MyApp, patches []flotillav1.JSONPatch, path *field.Path) field.ErrorList {
+// base is that rendering, nil when the app cannot be rendered (ValidateMyApp
+// reports why).
+func validatePatches(base *appsv1.Deployment, patches []flotillav1.JSONPatch, path *field.Path) field.ErrorList {
 	if len(patches) == 0 {
 		return nil
 	}
@@ -354,9 +358,7 @@ func validatePatches(app *flotillav1.MyApp, patches []flotillav1.JSONPatch, path
 	if len(errs) > 0 {
 		return errs
 	}
-	base, err := render.Deployment(app, ptr.Deref(app.Spec.Replicas, 1), render.ClusterOverrides{})
-	if err != nil {
-		// ValidateMyApp reports why the app cannot be rendered.
+	if base == nil {
 		return nil
 	}
 	if _, err := render.Patch(base, patches); err != nil {
