@@ -54,6 +54,7 @@ var Version = "dev"
 //
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=flotilla-system
@@ -204,6 +205,10 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	dependency, err := labels.NewRequirement(flotillav1.LabelDependency, selection.Equals, []string{"true"})
+	if err != nil {
+		return nil, err
+	}
 	// The agent builds its leader lock itself so that it knows its own
 	// holder identity, which the deletion fence checks.
 	var lock resourcelock.Interface
@@ -243,6 +248,10 @@ func New(opts Options) (*Agent, error) {
 			// cost the agent nothing.
 			&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
 			&corev1.Service{}:    {Label: labels.NewSelector().Add(*owned)},
+			// Dependencies carry no Work label (several Works share one).
+			&corev1.ConfigMap{}:      {Label: labels.NewSelector().Add(*dependency)},
+			&corev1.Secret{}:         {Label: labels.NewSelector().Add(*dependency)},
+			&corev1.ServiceAccount{}: {Label: labels.NewSelector().Add(*dependency)},
 		}},
 
 		// Nil unless leader election is on: then the agent's own lock,

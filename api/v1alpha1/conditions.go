@@ -68,6 +68,12 @@ const (
 	// RenderFailed nothing was written; the message names the MyApp, the
 	// cluster, the size and the limit.
 	ReasonWorkTooLarge = "WorkTooLarge"
+	// ReasonDependencyMissing (MyApp Degraded True): a ConfigMap, Secret
+	// or ServiceAccount the pod template needs (not marked optional) does
+	// not exist in the MyApp's hub namespace. As with RenderFailed nothing
+	// was written, so no member runs the app half-configured; the message
+	// names each missing object and where it is referenced.
+	ReasonDependencyMissing = "DependencyMissing"
 
 	// ReasonApplied: the member applied the objects.
 	ReasonApplied = "Applied"

@@ -50,6 +50,10 @@ const (
 	// when unset: what Flotilla stops managing is deleted.
 	DefaultDeletionPolicy = DeletionPolicyDelete
 
+	// DefaultRolloutOnConfigChange is spec.rolloutOnConfigChange when
+	// unset: a changed ConfigMap or Secret rolls the pods that use it.
+	DefaultRolloutOnConfigChange = true
+
 	// DefaultServiceType is spec.service.type when unset.
 	DefaultServiceType = corev1.ServiceTypeClusterIP
 	// DefaultServiceProtocol is spec.service.ports[].protocol when unset.
@@ -86,3 +90,11 @@ const (
 	// (spec.push.kubeconfigSecretRef.key) when unset.
 	DefaultKubeconfigKey = "kubeconfig"
 )
+
+// RollsOnConfigChange is spec.rolloutOnConfigChange with its default.
+func (s *MyAppSpec) RollsOnConfigChange() bool {
+	if s.RolloutOnConfigChange == nil {
+		return DefaultRolloutOnConfigChange
+	}
+	return *s.RolloutOnConfigChange
+}

@@ -78,6 +78,16 @@ type MyAppSpec struct {
 	// +optional
 	Service *ServiceSpec `json:"service,omitempty"`
 
+	// RolloutOnConfigChange, on by default, rolls the app's pods when a
+	// ConfigMap or Secret they use changes on the hub: the pod template in
+	// the members carries a hash of their content
+	// (flotilla.dev/config-hash). Off, the members get the new content and
+	// the pods keep running until something else rolls them (mounted
+	// volumes still see the change; environment variables do not).
+	// +optional
+	// +kubebuilder:default=true
+	RolloutOnConfigChange *bool `json:"rolloutOnConfigChange,omitempty"`
+
 	// TargetNamespace is the namespace in each member that the Deployment is
 	// created in; it defaults to the MyApp's own namespace.
 	// +optional

@@ -20,6 +20,25 @@ const (
 	// objects rendered from it (in members) to the MyApp they came from.
 	LabelMyAppName      = "flotilla.dev/myapp-name"
 	LabelMyAppNamespace = "flotilla.dev/myapp-namespace"
+	// LabelDependency, set to "true" on a manifest, marks an object that
+	// several Works may share: a ConfigMap, Secret or ServiceAccount a
+	// MyApp's pods reference, copied from the MyApp's hub namespace. Such
+	// an object carries no LabelWork or AnnotationWork (which would flip
+	// between the Works applying it); it belongs to the fleet, the
+	// cluster and the hub namespace its LabelMyAppNamespace names, and an
+	// applier deletes it only when no other Work's applied set holds it.
+	LabelDependency = "flotilla.dev/dependency"
+	// AnnotationSourceVersion, on a dependency, is the resourceVersion of
+	// the hub object it was copied from. An applier does not overwrite a
+	// dependency whose live copy came from a newer version (another
+	// MyApp's Work was rendered after this one), so Works rendered a
+	// moment apart do not take the object from each other.
+	AnnotationSourceVersion = "flotilla.dev/source-version"
+	// AnnotationConfigHash, on a MyApp's pod template in the members, is a
+	// hash of the ConfigMaps and Secrets its pods use (when
+	// spec.rolloutOnConfigChange is on): a change of their content
+	// changes the pod template, so the pods roll.
+	AnnotationConfigHash = "flotilla.dev/config-hash"
 	// LabelCluster names the member cluster a Work is for.
 	LabelCluster = "flotilla.dev/cluster"
 	// LabelRevision is set on a Progressive MyApp's Works (on the hub) to

@@ -733,6 +733,11 @@ func (in *MyAppSpec) DeepCopyInto(out *MyAppSpec) {
 		*out = new(ServiceSpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.RolloutOnConfigChange != nil {
+		in, out := &in.RolloutOnConfigChange, &out.RolloutOnConfigChange
+		*out = new(bool)
+		**out = **in
+	}
 	in.Placement.DeepCopyInto(&out.Placement)
 	if in.Overrides != nil {
 		in, out := &in.Overrides, &out.Overrides

@@ -114,7 +114,7 @@ func TestWorkAppliesTheSelectedOverridesPatches(t *testing.T) {
 		cluster string
 		want    map[string]string
 	}{{"eu-1", map[string]string{"pool": "gpu"}}, {"us-1", nil}} {
-		w, _, err := Work(app, tc.cluster, member(tc.cluster, "r", nil), 2, "")
+		w, _, err := Work(app, tc.cluster, member(tc.cluster, "r", nil), 2, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func TestWorkAppliesTheSelectedOverridesPatches(t *testing.T) {
 		Name: "eu", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{"eu-1"}},
 		Patches: []flotillav1.JSONPatch{patch(flotillav1.JSONPatchRemove, "/spec/template/spec/hostname", "")},
 	}))
-	if _, _, err := Work(broken, "eu-1", member("eu-1", "r", nil), 2, ""); err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (eu) for eu-1: patches[0].path") {
+	if _, _, err := Work(broken, "eu-1", member("eu-1", "r", nil), 2, "", nil); err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (eu) for eu-1: patches[0].path") {
 		t.Errorf("a patch that cannot apply: error = %v, want one naming spec.overrides[0] (eu), the cluster and patches[0].path", err)
 	}
 }

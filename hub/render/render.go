@@ -404,7 +404,13 @@ func manifestJSON(obj runtime.Object) ([]byte, error) {
 // namespace it creates for the Work (nspolicy.PodSecurity of the
 // FleetNamespacePolicies that match app's namespace; empty: the agent's
 // default).
-func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, replicas int32, podSecurity flotillav1.PodSecurityLevel) (*flotillav1.Work, int32, error) {
+//
+// deps gives the ConfigMaps, Secrets and ServiceAccount of app's namespace
+// that the rendered pods use; the Work carries a copy of each, ahead of the
+// Deployment, marked as a shared dependency, and, with
+// spec.rolloutOnConfigChange, the pod template carries the hash of their
+// content. A nil deps renders no dependencies.
+func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, replicas int32, podSecurity flotillav1.PodSecurityLevel, deps DependencySource) (*flotillav1.Work, int32, error) {
 	ov, err := OverridesFor(app, mc)
 	if err != nil {
 		return nil, 0, err
@@ -418,11 +424,29 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 			return nil, 0, fmt.Errorf("spec.overrides[%d] (%s) for %s: %w", op.index, op.name, cluster, err)
 		}
 	}
+	depObjs, hash, err := dependencies(app, d, deps)
+	if err != nil {
+		return nil, 0, err
+	}
+	if hash != "" && app.Spec.RollsOnConfigChange() {
+		if d.Spec.Template.Annotations == nil {
+			d.Spec.Template.Annotations = map[string]string{}
+		}
+		d.Spec.Template.Annotations[flotillav1.AnnotationConfigHash] = hash
+	}
+	manifests := make([]flotillav1.Manifest, 0, len(depObjs)+2)
+	for _, o := range depObjs {
+		raw, err := manifestJSON(o)
+		if err != nil {
+			return nil, 0, fmt.Errorf("encoding %s %s for %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), cluster, err)
+		}
+		manifests = append(manifests, flotillav1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
+	}
 	raw, err := manifestJSON(d)
 	if err != nil {
 		return nil, 0, fmt.Errorf("encoding the Deployment for %s: %w", cluster, err)
 	}
-	manifests := []flotillav1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}
+	manifests = append(manifests, flotillav1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
 	if svc := Service(app); svc != nil {
 		raw, err := manifestJSON(svc)
 		if err != nil {

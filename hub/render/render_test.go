@@ -401,7 +401,7 @@ func TestWork(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, replicas, err := Work(a, tt.cluster, tt.mc, 2, "")
+			w, replicas, err := Work(a, tt.cluster, tt.mc, 2, "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -432,7 +432,7 @@ func TestWork(t *testing.T) {
 	}
 
 	t.Run("the Pod Security level is rendered into the Work", func(t *testing.T) {
-		w, _, err := Work(a, "us-1", member("us-1", "", nil), 1, flotillav1.PodSecurityRestricted)
+		w, _, err := Work(a, "us-1", member("us-1", "", nil), 1, flotillav1.PodSecurityRestricted, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,7 +445,7 @@ func TestWork(t *testing.T) {
 		bad := newApp(withOverrides(flotillav1.ClusterOverride{Name: "bad", TargetCluster: flotillav1.ClusterAffinity{
 			FieldSelector: &flotillav1.FieldSelector{MatchExpressions: []flotillav1.FieldSelectorRequirement{{Key: "color", Operator: corev1.NodeSelectorOpExists}}},
 		}, Replicas: ptr.To[int32](1)}))
-		if _, _, err := Work(bad, "eu-1", member("eu-1", "", nil), 1, ""); err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (bad)") {
+		if _, _, err := Work(bad, "eu-1", member("eu-1", "", nil), 1, "", nil); err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (bad)") {
 			t.Errorf("error = %v", err)
 		}
 	})

@@ -500,7 +500,7 @@ func TestDeploymentTemplateErrors(t *testing.T) {
 				t.Errorf("a Deployment with the error: %+v", d)
 			}
 			// Work reports the same error.
-			if _, _, werr := Work(app, "eu-1", member("eu-1", "", nil), 1, ""); werr == nil || werr.Error() != err.Error() {
+			if _, _, werr := Work(app, "eu-1", member("eu-1", "", nil), 1, "", nil); werr == nil || werr.Error() != err.Error() {
 				t.Errorf("Work error = %v, want %v", werr, err)
 			}
 			if !equality.Semantic.DeepEqual(app, before) {
@@ -581,7 +581,7 @@ func TestDeploymentDoesNotChangeTheMyApp(t *testing.T) {
 				if !equality.Semantic.DeepEqual(app, before) {
 					t.Fatal("rendering changed the MyApp")
 				}
-				if _, _, err := Work(app, cl.cluster, mc, 3, ""); err != nil {
+				if _, _, err := Work(app, cl.cluster, mc, 3, "", nil); err != nil {
 					t.Fatal(err)
 				}
 				if !equality.Semantic.DeepEqual(app, before) {
@@ -690,7 +690,7 @@ func TestLegacyRenderingIsUnchanged(t *testing.T) {
 			if string(raw) != tc.want {
 				t.Errorf("rendering changed:\n got %s\nwant %s", raw, tc.want)
 			}
-			w, _, err := Work(tc.app, tc.cluster, member(tc.cluster, "", nil), tc.replicas, "")
+			w, _, err := Work(tc.app, tc.cluster, member(tc.cluster, "", nil), tc.replicas, "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -747,7 +747,7 @@ func TestService(t *testing.T) {
 	if Service(plain) != nil {
 		t.Fatal("a Service rendered for an app without spec.service")
 	}
-	w, _, err := Work(plain, "a", nil, 1, "")
+	w, _, err := Work(plain, "a", nil, 1, "", nil)
 	if err != nil || len(w.Spec.Manifests) != 1 {
 		t.Fatalf("the Work of an app without spec.service has %d manifests (%v), want 1", len(w.Spec.Manifests), err)
 	}
@@ -780,7 +780,7 @@ func TestService(t *testing.T) {
 	if app.Spec.Service.Annotations["team"] != "payments" {
 		t.Fatal("the rendered Service shares its annotations with the MyApp")
 	}
-	w, _, err = Work(app, "a", nil, 1, "")
+	w, _, err = Work(app, "a", nil, 1, "", nil)
 	if err != nil || len(w.Spec.Manifests) != 2 {
 		t.Fatalf("the Work has %d manifests (%v), want the Deployment and the Service", len(w.Spec.Manifests), err)
 	}

@@ -379,6 +379,7 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 		Recorder:           mgr.GetEventRecorder("flotilla-hub"),
 		WorkCleanupTimeout: opts.WorkCleanupTimeout,
 		MaxWorkBytes:       opts.MaxWorkBytes,
+		APIReader:          mgr.GetAPIReader(),
 		RevisionKey: func(ctx context.Context) ([]byte, error) {
 			return EnsureRevisionKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
 		},

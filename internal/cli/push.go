@@ -569,6 +569,12 @@ var PushRights = []authorizationv1.ResourceAttributes{
 	{Group: "apps", Resource: "deployments", Verb: "delete"},
 	{Resource: "services", Verb: "create"},
 	{Resource: "services", Verb: "delete"},
+	{Resource: "configmaps", Verb: "create"},
+	{Resource: "configmaps", Verb: "delete"},
+	{Resource: "secrets", Verb: "create"},
+	{Resource: "secrets", Verb: "delete"},
+	{Resource: "serviceaccounts", Verb: "create"},
+	{Resource: "serviceaccounts", Verb: "delete"},
 	{Resource: "namespaces", Verb: "create"},
 	{Resource: "configmaps", Verb: "create", Namespace: flotillav1.SystemNamespace},
 }

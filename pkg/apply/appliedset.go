@@ -145,6 +145,24 @@ func (s *appliedSet) put(r *record) {
 	s.records[r.work] = r
 }
 
+// holders lists, sorted, the Works other than work whose records hold id.
+func (s *appliedSet) holders(id v1alpha1.ResourceIdentifier, work string) []string {
+	var out []string
+	for _, r := range s.all() {
+		if r.work != work && r.find(id) >= 0 {
+			out = append(out, r.work)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Holders lists, sorted, the Works whose applied sets hold id: for a shared
+// dependency, the Works that use it.
+func (a *Applier) Holders(id v1alpha1.ResourceIdentifier) []string {
+	return a.set.holders(id, "")
+}
+
 // all returns the records, sorted by Work name.
 func (s *appliedSet) all() []*record {
 	s.mu.Lock()

@@ -31,9 +31,16 @@ var DeploymentKind = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind:
 // ServiceKind is the kind of a MyApp's Service.
 var ServiceKind = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
 
+// The kinds of a MyApp's dependencies (shared between Works).
+var (
+	ConfigMapKind      = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	SecretKind         = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	ServiceAccountKind = schema.GroupVersionKind{Version: "v1", Kind: "ServiceAccount"}
+)
+
 // WorkKinds are the kinds the hub renders into Works: what the agent and
 // the push engine apply, watch and prune.
-var WorkKinds = []schema.GroupVersionKind{DeploymentKind, ServiceKind}
+var WorkKinds = []schema.GroupVersionKind{DeploymentKind, ServiceKind, ConfigMapKind, SecretKind, ServiceAccountKind}
 
 // ErrNotOwned is wrapped by Apply's error when an object of a manifest's
 // name exists and Flotilla does not own it. Retrying does not help until
@@ -115,6 +122,10 @@ type Applier struct {
 	// locks serialises the Applies, Deletes and prunes of one Work, each
 	// a read-modify-write of the Work's record.
 	locks keyedMutex
+
+	// sharedMu orders Applies of shared dependencies (read side) before or
+	// after the deletion of one (write side): see Apply and deleteObject.
+	sharedMu sync.RWMutex
 
 	identityMu sync.RWMutex
 	fleet      string
@@ -269,6 +280,17 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 		return refused, err
 	}
 
+	// Shared dependencies are recorded and applied under the read side of
+	// sharedMu; a deletion of one decides whether another Work still holds
+	// it, and deletes it, under the write side, so it cannot delete an
+	// object this Apply is about to count on.
+	releaseShared := func() {}
+	if slices.ContainsFunc(desired, func(o *unstructured.Unstructured) bool { return o != nil && IsShared(o) }) {
+		a.sharedMu.RLock()
+		releaseShared = sync.OnceFunc(a.sharedMu.RUnlock)
+	}
+	defer releaseShared()
+
 	// Record first: an object created by an apply whose record write
 	// never happened could not be deleted by anyone later.
 	recErr := a.ensureLoaded(ctx)
@@ -297,6 +319,8 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 			all = append(all, err)
 		}
 	}
+	// Deleting a dropped shared dependency takes the write side.
+	releaseShared()
 	if len(all) == 0 {
 		if err := a.deleteDropped(ctx, work.Name, wanted); err != nil {
 			all = append(all, fmt.Errorf("deleting the objects Work %s no longer names: %w", work.Name, err))
@@ -365,10 +389,28 @@ func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, desire
 	if err != nil {
 		return refused(id, fmt.Errorf("reading the existing object: %w", err))
 	}
-	if existing != nil && !claimable(existing, work.Name) {
-		detail := notOwnedMessage(id, existing, work.Name)
-		return Result{Identifier: id, Reason: v1alpha1.ReasonNotOwned, Message: describe(id) + notOwnedPublic, Detail: detail},
-			fmt.Errorf("%s: %w", detail, ErrNotOwned)
+	shared := IsShared(desired)
+	if existing != nil {
+		fleet, cluster := a.Identity()
+		var detail string
+		switch {
+		case shared && !sharedClaimable(existing, desired, fleet, cluster):
+			detail = sharedNotOwnedMessage(id, existing, desired)
+		case !shared && !claimable(existing, work.Name):
+			detail = notOwnedMessage(id, existing, work.Name)
+		}
+		if detail != "" {
+			return Result{Identifier: id, Reason: v1alpha1.ReasonNotOwned, Message: describe(id) + notOwnedPublic, Detail: detail},
+				fmt.Errorf("%s: %w", detail, ErrNotOwned)
+		}
+		if shared && newerSource(existing, desired) {
+			// Another Work, rendered after this one, applied a newer copy;
+			// this Work will carry it too once the hub renders it again.
+			log.FromContext(ctx).V(1).Info("not overwriting a newer copy of a shared dependency", "work", work.Name, "object", describe(id),
+				"liveSourceVersion", existing.GetAnnotations()[v1alpha1.AnnotationSourceVersion],
+				"sourceVersion", desired.GetAnnotations()[v1alpha1.AnnotationSourceVersion])
+			return Result{Identifier: id, Reason: v1alpha1.ReasonApplied, Message: describe(id) + " applied (a newer copy is in place)", Object: existing}, nil
+		}
 	}
 
 	applied, err := a.serverSideApply(ctx, work, desired)
@@ -471,7 +513,19 @@ func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (_ *unstruc
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[v1alpha1.LabelWork] = v1alpha1.WorkLabelValue(work.Name)
+	shared := IsShared(obj)
+	if shared {
+		// A shared dependency carries no Work's name: the Works that apply
+		// it would take it from each other on every apply. It belongs to
+		// the hub namespace it was copied from.
+		if work.Labels[v1alpha1.LabelMyAppNamespace] == "" {
+			return nil, id, "", fmt.Errorf("a shared dependency (label %s=true) needs the Work's %s label, which names the hub namespace it comes from", v1alpha1.LabelDependency, v1alpha1.LabelMyAppNamespace)
+		}
+		delete(labels, v1alpha1.LabelWork)
+		delete(labels, v1alpha1.LabelMyAppName)
+	} else {
+		labels[v1alpha1.LabelWork] = v1alpha1.WorkLabelValue(work.Name)
+	}
 	// The manifest cannot choose its own identity labels: they are what a
 	// deletion checks.
 	delete(labels, v1alpha1.LabelFleet)
@@ -483,7 +537,7 @@ func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (_ *unstruc
 		}
 	}
 	for _, k := range []string{v1alpha1.LabelMyAppName, v1alpha1.LabelMyAppNamespace} {
-		if v, ok := work.Labels[k]; ok {
+		if v, ok := work.Labels[k]; ok && (!shared || k == v1alpha1.LabelMyAppNamespace) {
 			labels[k] = v
 		}
 	}
@@ -492,8 +546,14 @@ func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (_ *unstruc
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[v1alpha1.AnnotationWork] = work.Name
-	obj.SetAnnotations(annotations)
+	if shared {
+		delete(annotations, v1alpha1.AnnotationWork)
+	} else {
+		annotations[v1alpha1.AnnotationWork] = work.Name
+	}
+	if len(annotations) > 0 {
+		obj.SetAnnotations(annotations)
+	}
 	return obj, id, "", nil
 }
 

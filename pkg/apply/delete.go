@@ -379,6 +379,16 @@ func (a *Applier) deleteObject(ctx context.Context, work string, o AppliedObject
 	if live.GetDeletionTimestamp() != nil {
 		return false, nil
 	}
+	if IsShared(live) {
+		// Decided and done under the write side of sharedMu: an Apply
+		// that counts on the object records it first, under the read side.
+		a.sharedMu.Lock()
+		defer a.sharedMu.Unlock()
+		if holders := a.set.holders(o.ResourceIdentifier, work); len(holders) > 0 {
+			logger.Info("not deleting a shared dependency other Works still use", "works", holders)
+			return false, nil
+		}
+	}
 	err = a.writer.Delete(ctx, live,
 		client.PropagationPolicy(metav1.DeletePropagationBackground),
 		client.Preconditions{UID: new(live.GetUID())})
@@ -425,13 +435,14 @@ func (a *Applier) recordedLive(ctx context.Context, work string, o AppliedObject
 }
 
 // notDeletable says why live may not be deleted as Work work's object, or
-// "" when it may: it must be owned by the Work (OwnedBy) and carry the
-// Applier's fleet id and cluster name.
+// "" when it may: it must be owned by the Work (OwnedBy) or be a shared
+// dependency (IsShared), and carry the Applier's fleet id and cluster
+// name.
 func (a *Applier) notDeletable(live *unstructured.Unstructured, work string) string {
 	fleet, cluster := a.Identity()
 	labels := live.GetLabels()
 	switch {
-	case !OwnedBy(live, work):
+	case !OwnedBy(live, work) && !IsShared(live):
 		return "it lacks the Work's label or annotation"
 	case labels[v1alpha1.LabelFleet] != fleet:
 		return fmt.Sprintf("its %s label is %q, not this applier's %q", v1alpha1.LabelFleet, labels[v1alpha1.LabelFleet], fleet)

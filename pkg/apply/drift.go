@@ -125,7 +125,7 @@ func (a *Applier) NeedsApply(work *v1alpha1.Work, live []client.Object) bool {
 			continue
 		}
 		found++
-		if versionOf(obj) != want || !OwnedBy(obj, work.Name) || obj.GetLabels()[v1alpha1.LabelFleet] != fleet {
+		if versionOf(obj) != want || !(OwnedBy(obj, work.Name) || IsShared(obj)) || obj.GetLabels()[v1alpha1.LabelFleet] != fleet {
 			return true
 		}
 	}

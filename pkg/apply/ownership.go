@@ -3,6 +3,7 @@ package apply
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,56 @@ import (
 func OwnedBy(obj metav1.Object, workName string) bool {
 	return obj.GetLabels()[v1alpha1.LabelWork] == v1alpha1.WorkLabelValue(workName) &&
 		obj.GetAnnotations()[v1alpha1.AnnotationWork] == workName
+}
+
+// IsShared says obj is a shared dependency: it carries
+// v1alpha1.LabelDependency "true" (see "Shared dependencies" in the
+// package documentation).
+func IsShared(obj metav1.Object) bool {
+	return obj.GetLabels()[v1alpha1.LabelDependency] == "true"
+}
+
+// sharedClaimable says Apply may write live, found where desired (a shared
+// dependency) goes: live is a shared dependency too, copied from the same
+// hub namespace, and any fleet and cluster labels it has are this
+// Applier's.
+func sharedClaimable(live, desired metav1.Object, fleet, cluster string) bool {
+	l, d := live.GetLabels(), desired.GetLabels()
+	ns := d[v1alpha1.LabelMyAppNamespace]
+	return IsShared(live) && ns != "" && l[v1alpha1.LabelMyAppNamespace] == ns &&
+		(l[v1alpha1.LabelFleet] == "" || l[v1alpha1.LabelFleet] == fleet) &&
+		(l[v1alpha1.LabelCluster] == "" || l[v1alpha1.LabelCluster] == cluster)
+}
+
+// sharedNotOwnedMessage says that live, found where the shared dependency
+// desired goes, is not one Apply may write.
+func sharedNotOwnedMessage(id v1alpha1.ResourceIdentifier, live, desired metav1.Object) string {
+	l := live.GetLabels()
+	var why string
+	switch {
+	case !IsShared(live):
+		why = fmt.Sprintf("it is not a Flotilla dependency (it has no %s=true label)", v1alpha1.LabelDependency)
+	case l[v1alpha1.LabelMyAppNamespace] != desired.GetLabels()[v1alpha1.LabelMyAppNamespace]:
+		why = fmt.Sprintf("it was copied from hub namespace %q, not %q", l[v1alpha1.LabelMyAppNamespace], desired.GetLabels()[v1alpha1.LabelMyAppNamespace])
+	default:
+		why = fmt.Sprintf("it belongs to fleet %q, cluster %q", l[v1alpha1.LabelFleet], l[v1alpha1.LabelCluster])
+	}
+	msg := describe(id) + " exists and " + why
+	if managers := fieldManagers(live); len(managers) > 0 {
+		msg += "; field managers: " + strings.Join(managers, ", ")
+	}
+	return msg + "; it was left unchanged"
+}
+
+// newerSource says live, a shared dependency, was copied from a newer
+// version of its hub object than desired: both carry
+// v1alpha1.AnnotationSourceVersion, the hub's resourceVersion, and live's
+// is the larger number. Anything that does not parse is not newer, so it
+// is overwritten.
+func newerSource(live, desired metav1.Object) bool {
+	lv, lerr := strconv.ParseUint(live.GetAnnotations()[v1alpha1.AnnotationSourceVersion], 10, 64)
+	dv, derr := strconv.ParseUint(desired.GetAnnotations()[v1alpha1.AnnotationSourceVersion], 10, 64)
+	return lerr == nil && derr == nil && lv > dv
 }
 
 // claimable says Apply may write obj for the Work called workName: it

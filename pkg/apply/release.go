@@ -17,7 +17,7 @@ import (
 // takes off.
 var releasedLabels = []string{
 	v1alpha1.LabelWork, v1alpha1.LabelFleet, v1alpha1.LabelCluster,
-	v1alpha1.LabelMyAppName, v1alpha1.LabelMyAppNamespace,
+	v1alpha1.LabelMyAppName, v1alpha1.LabelMyAppNamespace, v1alpha1.LabelDependency,
 }
 
 // releaseObject hands the live object o names back to the member, when it
@@ -33,6 +33,14 @@ func (a *Applier) releaseObject(ctx context.Context, work string, o AppliedObjec
 	live, logger, err := a.recordedLive(ctx, work, o, "releasing")
 	if err != nil || live == nil {
 		return err
+	}
+	if IsShared(live) {
+		a.sharedMu.Lock()
+		defer a.sharedMu.Unlock()
+		if holders := a.set.holders(o.ResourceIdentifier, work); len(holders) > 0 {
+			logger.Info("not releasing a shared dependency other Works still use", "works", holders)
+			return nil
+		}
 	}
 	patch, err := releasePatch(live.GetLabels(), live.GetAnnotations(), live.GetManagedFields(), a.owner, live.GetResourceVersion())
 	if err != nil {
@@ -64,8 +72,14 @@ func releasePatch(labels, annotations map[string]string, managed []metav1.Manage
 	if len(dropLabels) > 0 {
 		md["labels"] = dropLabels
 	}
-	if _, ok := annotations[v1alpha1.AnnotationWork]; ok {
-		md["annotations"] = map[string]any{v1alpha1.AnnotationWork: nil}
+	dropAnnotations := map[string]any{}
+	for _, k := range []string{v1alpha1.AnnotationWork, v1alpha1.AnnotationSourceVersion} {
+		if _, ok := annotations[k]; ok {
+			dropAnnotations[k] = nil
+		}
+	}
+	if len(dropAnnotations) > 0 {
+		md["annotations"] = dropAnnotations
 	}
 	kept := make([]metav1.ManagedFieldsEntry, 0, len(managed))
 	for _, e := range managed {

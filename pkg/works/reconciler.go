@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/apply"
 )
 
 // Reconciler keeps held Works applied and reported. Its requests are Work
@@ -48,6 +50,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, s *corev1.Service) []reconcile.Request {
 				return WorkOf(s)
 			}))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *corev1.ConfigMap) []reconcile.Request {
+				return DependencyWorks(r.Store.applier.Holders, apply.ConfigMapKind, o)
+			}))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Secret{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *corev1.Secret) []reconcile.Request {
+				return DependencyWorks(r.Store.applier.Holders, apply.SecretKind, o)
+			}))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ServiceAccount{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *corev1.ServiceAccount) []reconcile.Request {
+				return DependencyWorks(r.Store.applier.Holders, apply.ServiceAccountKind, o)
+			}))).
 		WatchesRawSource(source.Channel(r.Store.events, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
@@ -78,6 +92,20 @@ func WorkOf(o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 }
 
+// DependencyWorks are the requests for the Works whose applied sets hold
+// o, a shared dependency of kind gvk (holders is an Applier's Holders).
+func DependencyWorks(holders func(flotillav1.ResourceIdentifier) []string, gvk schema.GroupVersionKind, o client.Object) []reconcile.Request {
+	if o.GetLabels()[flotillav1.LabelDependency] != "true" {
+		return nil
+	}
+	names := holders(flotillav1.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+	out := make([]reconcile.Request, len(names))
+	for i, n := range names {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: n}}
+	}
+	return out
+}
+
 // live lists work's objects from the cache.
 func (r *Reconciler) live(work *flotillav1.Work) ([]client.Object, error) {
 	return LiveObjects(context.Background(), r.Reader, work)
@@ -99,6 +127,39 @@ func LiveObjects(ctx context.Context, reader client.Reader, work *flotillav1.Wor
 		return nil, fmt.Errorf("listing the Services of Work %s: %w", work.Name, err)
 	}
 	out := make([]client.Object, 0, len(deployments.Items)+len(services.Items))
+	if ns := work.Labels[flotillav1.LabelMyAppNamespace]; ns != "" {
+		// Shared dependencies carry the hub namespace, not the Work: all
+		// of that namespace's are listed, and NeedsApply picks the ones
+		// the Work applied by UID.
+		deps := client.MatchingLabels{flotillav1.LabelDependency: "true", flotillav1.LabelMyAppNamespace: ns}
+		var cms corev1.ConfigMapList
+		if err := reader.List(ctx, &cms, deps); err != nil {
+			return nil, fmt.Errorf("listing the ConfigMaps of Work %s: %w", work.Name, err)
+		}
+		for i := range cms.Items {
+			o := &cms.Items[i]
+			o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+			out = append(out, o)
+		}
+		var secrets corev1.SecretList
+		if err := reader.List(ctx, &secrets, deps); err != nil {
+			return nil, fmt.Errorf("listing the Secrets of Work %s: %w", work.Name, err)
+		}
+		for i := range secrets.Items {
+			o := &secrets.Items[i]
+			o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}
+			out = append(out, o)
+		}
+		var sas corev1.ServiceAccountList
+		if err := reader.List(ctx, &sas, deps); err != nil {
+			return nil, fmt.Errorf("listing the ServiceAccounts of Work %s: %w", work.Name, err)
+		}
+		for i := range sas.Items {
+			o := &sas.Items[i]
+			o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}
+			out = append(out, o)
+		}
+	}
 	// NeedsApply compares kinds; the cache's typed objects carry none.
 	for i := range deployments.Items {
 		d := &deployments.Items[i]

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,10 +159,25 @@ func (e *Engine) SetupWithManager(mgr mcmanager.Manager, notify func(func(cluste
 		}
 		return out
 	})
+	// A dependency's event names no cluster here; Work names are the same
+	// in every member, so the Works of any member that holds it are asked
+	// for, in the member the event came from.
+	dependencyOf := func(gvk schema.GroupVersionKind) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
+		return mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(_ context.Context, o client.Object) []mcreconcile.Request {
+			var out []mcreconcile.Request
+			for _, r := range works.DependencyWorks(e.holders, gvk, o) {
+				out = append(out, mcreconcile.Request{Request: r})
+			}
+			return out
+		})
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("push").
 		Watches(&appsv1.Deployment{}, workOf, mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&corev1.Service{}, workOf, mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&corev1.ConfigMap{}, dependencyOf(apply.ConfigMapKind), mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&corev1.Secret{}, dependencyOf(apply.SecretKind), mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&corev1.ServiceAccount{}, dependencyOf(apply.ServiceAccountKind), mcbuilder.WithEngageWithLocalCluster(false)).
 		WatchesRawSource(&e.kick).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{
 			MaxConcurrentReconciles: 4,
@@ -183,6 +199,28 @@ func (e *Engine) Start(ctx context.Context) error {
 
 // NeedLeaderElection: only the leader pushes.
 func (e *Engine) NeedLeaderElection() bool { return true }
+
+// holders lists the Works that hold id in any member's applied set.
+func (e *Engine) holders(id flotillav1.ResourceIdentifier) []string {
+	e.mu.Lock()
+	ms := make([]*member, 0, len(e.members))
+	for _, m := range e.members {
+		ms = append(ms, m)
+	}
+	e.mu.Unlock()
+	var out []string
+	for _, m := range ms {
+		if m.applier == nil {
+			continue
+		}
+		for _, w := range m.applier.Holders(id) {
+			if !slices.Contains(out, w) {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
 
 func (e *Engine) member(name string) *member {
 	e.mu.Lock()

@@ -304,12 +304,20 @@ func (p *Provider) newCluster(cfg *rest.Config) (cluster.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	dependency, err := labels.NewRequirement(flotillav1.LabelDependency, selection.Equals, []string{"true"})
+	if err != nil {
+		return nil, err
+	}
 	return cluster.New(cfg, func(o *cluster.Options) {
 		o.Scheme = p.Scheme
 		o.Logger = p.Log
 		o.Cache.ByObject = map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
 			&corev1.Service{}:    {Label: labels.NewSelector().Add(*owned)},
+			// Dependencies carry no Work label (several Works share one).
+			&corev1.ConfigMap{}:      {Label: labels.NewSelector().Add(*dependency)},
+			&corev1.Secret{}:         {Label: labels.NewSelector().Add(*dependency)},
+			&corev1.ServiceAccount{}: {Label: labels.NewSelector().Add(*dependency)},
 		}
 	})
 }

@@ -138,7 +138,7 @@ func TestPlanDeletionPolicy(t *testing.T) {
 				w.ResourceVersion, w.UID = "7", "uid-1"
 				w.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: flotillav1.FieldOwnerHub, Operation: metav1.ManagedFieldsOperationApply}}
 			}
-			p, err := planWorks(tt.app, tt.decision, tt.clusters, tt.existing, nil, "", 0, t0)
+			p, err := planWorks(tt.app, tt.decision, tt.clusters, tt.existing, nil, "", 0, nil, t0)
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}

@@ -77,7 +77,7 @@ func desired(s *scope) (*desiredState, error) {
 	}
 	var err error
 	podSecurity := nspolicy.PodSecurity(app.Namespace, s.policies)
-	if d.works, err = planWorks(app, d.decision, s.clusters, s.works, revisions, podSecurity, s.maxWorkBytes, s.now); err != nil {
+	if d.works, err = planWorks(app, d.decision, s.clusters, s.works, revisions, podSecurity, s.maxWorkBytes, s.deps, s.now); err != nil {
 		return nil, err
 	}
 	var cleanupDue time.Duration

@@ -57,7 +57,12 @@ type Reconciler struct {
 	// when zero): an app whose Work for some cluster is larger is Degraded
 	// (WorkTooLarge) and nothing of it is written.
 	MaxWorkBytes int
+	// APIReader reads the content of the ConfigMaps, Secrets and
+	// ServiceAccounts the apps' pods use, live, when the metadata cache
+	// says it changed (only their metadata is cached). Client when nil.
+	APIReader client.Reader
 
+	deps  depCache
 	keyMu sync.Mutex
 	key   []byte
 }
@@ -75,7 +80,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = 4
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if r.APIReader == nil {
+		r.APIReader = r.Client
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &flotillav1.MyApp{}, dependencyIndex, dependencyKeys); err != nil {
+		return fmt.Errorf("indexing MyApps by dependency: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr)
+	// Only metadata: the hub does not keep every ConfigMap and Secret of
+	// the cluster in memory, and reads the content of those apps use.
+	for _, kind := range dependencyKinds {
+		b = b.Watches(metadataOf(kind), handler.EnqueueRequestsFromMapFunc(r.dependencyToMyApps(kind)), builder.OnlyMetadata)
+	}
+	return b.
 		// Every MyApp event, status writes included: the status is patched
 		// against the cached MyApp, and a reconcile that ran on a cache
 		// that had not yet seen the previous write must be followed by one
@@ -146,6 +163,9 @@ func (r *Reconciler) renderFailed(ctx context.Context, app *flotillav1.MyApp, ca
 	reason := flotillav1.ReasonRenderFailed
 	if tooLarge := (*render.WorkTooLargeError)(nil); errors.As(cause, &tooLarge) {
 		reason = flotillav1.ReasonWorkTooLarge
+	}
+	if missing := (*render.DependencyMissingError)(nil); errors.As(cause, &missing) {
+		reason = flotillav1.ReasonDependencyMissing
 	}
 	st := *app.Status.DeepCopy()
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{

@@ -65,7 +65,7 @@ func members(names ...string) clusterSet {
 // what it renders now, reported healthy by the member.
 func current(t *testing.T, a *flotillav1.MyApp, cluster string, replicas int32) *flotillav1.Work {
 	t.Helper()
-	w, n, err := render.Work(a, cluster, readyMember(cluster), replicas, "")
+	w, n, err := render.Work(a, cluster, readyMember(cluster), replicas, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestPlan(t *testing.T) {
 			for n, w := range tt.existing {
 				before[n] = w.DeepCopy()
 			}
-			p, err := planWorks(tt.app, tt.decision, members("a", "b", "c"), tt.existing, nil, "", 0, t0)
+			p, err := planWorks(tt.app, tt.decision, members("a", "b", "c"), tt.existing, nil, "", 0, nil, t0)
 			if err != nil {
 				t.Fatalf("plan: %v", err)
 			}
@@ -314,7 +314,7 @@ func clusterNames(ws []*flotillav1.Work) []string {
 // rendered ones, overrides included, for the right cluster.
 func TestPlanWritesWhatRenderRenders(t *testing.T) {
 	a := app(overrideReplicas("b", 7))
-	p, err := planWorks(a, decision(map[string]int32{"a": 3, "b": 3}), members("a", "b"), nil, nil, "", 0, t0)
+	p, err := planWorks(a, decision(map[string]int32{"a": 3, "b": 3}), members("a", "b"), nil, nil, "", 0, nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestPlanFailsOnAnInvalidOverrideSelector(t *testing.T) {
 			Replicas: ptr.To[int32](1),
 		}}
 	})
-	_, err := planWorks(a, decision(map[string]int32{"a": 1}), members("a"), nil, nil, "", 0, t0)
+	_, err := planWorks(a, decision(map[string]int32{"a": 1}), members("a"), nil, nil, "", 0, nil, t0)
 	if err == nil || !strings.Contains(err.Error(), "spec.overrides[0] (bad)") {
 		t.Errorf("plan error = %v, want one naming spec.overrides[0] (bad)", err)
 	}

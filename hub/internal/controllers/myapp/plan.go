@@ -29,6 +29,8 @@ type plan struct {
 	requeueAfter time.Duration
 	// maxWorkBytes bounds each rendered Work's manifests (0: the default).
 	maxWorkBytes int
+	// deps gives the rendering the objects the app's pods use.
+	deps render.DependencySource
 }
 
 // planWorks decides which Works to write, keep and delete for decision,
@@ -36,8 +38,8 @@ type plan struct {
 // podSecurity. revisions, set for a Progressive rollout, name the revision
 // each target cluster renders; replicas always come from decision and the
 // current spec. It leaves existing as it is.
-func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, revisions map[string]*flotillav1.RevisionTemplate, podSecurity flotillav1.PodSecurityLevel, maxWorkBytes int, now time.Time) (plan, error) {
-	p := plan{maxWorkBytes: maxWorkBytes}
+func planWorks(app *flotillav1.MyApp, decision *flotillav1.PlacementDecision, clusters clusterSet, existing map[string]*flotillav1.Work, revisions map[string]*flotillav1.RevisionTemplate, podSecurity flotillav1.PodSecurityLevel, maxWorkBytes int, deps render.DependencySource, now time.Time) (plan, error) {
+	p := plan{maxWorkBytes: maxWorkBytes, deps: deps}
 	wanted := map[string]bool{}
 	for _, tc := range decision.Clusters {
 		if err := p.target(app, tc, clusters.byName[tc.Name], existing[tc.Name], revisions[tc.Name], podSecurity); err != nil {
@@ -108,7 +110,7 @@ func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *fl
 	if rt != nil {
 		src = rollout.AppAt(app, rt)
 	}
-	desired, replicas, err := render.Work(src, tc.Name, mc, tc.Replicas, podSecurity)
+	desired, replicas, err := render.Work(src, tc.Name, mc, tc.Replicas, podSecurity, p.deps)
 	if err != nil {
 		return err
 	}

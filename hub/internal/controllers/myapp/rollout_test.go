@@ -42,7 +42,7 @@ func TestAppAtTakesReplicasFromTheCurrentSpec(t *testing.T) {
 }
 
 func renderWork(a *flotillav1.MyApp, cluster string) ([]byte, int32, error) {
-	w, n, err := render.Work(a, cluster, readyMember(cluster), 2, "")
+	w, n, err := render.Work(a, cluster, readyMember(cluster), 2, "", nil)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/pkg/rollout"
 )
 
@@ -35,6 +36,9 @@ type scope struct {
 	revisionKey []byte
 	// maxWorkBytes is the Reconciler's MaxWorkBytes.
 	maxWorkBytes int
+	// deps gives the ConfigMaps, Secrets and ServiceAccounts of the app's
+	// namespace that its pods use, read as the rendering asks for them.
+	deps render.DependencySource
 }
 
 // clusterSet is the MemberClusters from the cache, as a list and by name.
@@ -62,7 +66,8 @@ func (r *Reconciler) read(ctx context.Context, app *flotillav1.MyApp) (*scope, e
 	if err != nil {
 		return nil, err
 	}
-	s := &scope{app: app, clusters: cs, works: works, policies: policies.Items, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout(), maxWorkBytes: r.maxWorkBytes()}
+	s := &scope{app: app, clusters: cs, works: works, policies: policies.Items, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout(), maxWorkBytes: r.maxWorkBytes(),
+		deps: &hubDependencies{ctx: ctx, metadata: r.Client, content: r.APIReader, cache: &r.deps, namespace: app.Namespace}}
 	if rollout.Enabled(&app.Spec) {
 		if s.revisionKey, err = r.revisionKey(ctx); err != nil {
 			return nil, err
