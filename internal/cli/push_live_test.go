@@ -186,16 +186,17 @@ func TestPushJoinLifecycle(t *testing.T) {
 	if err := pushClient.Create(ctx, workload); err != nil {
 		t.Errorf("the push identity creating a Deployment in tenant-a: %v", err)
 	}
-	for _, key := range []client.ObjectKey{
-		{Namespace: "kube-system", Name: "anything"},
-		{Namespace: flotillav1.SystemNamespace, Name: PushTokenSecretName},
-	} {
-		if err := pushClient.Get(ctx, key, &corev1.Secret{}); !apierrors.IsForbidden(err) {
-			t.Errorf("the push identity reading Secret %s: %v, want Forbidden", key, err)
-		}
+	// The agent's RBAC, not more: Secrets are readable (a MyApp's
+	// dependencies), but no pods, PersistentVolumeClaims or RBAC objects.
+	if err := pushClient.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "direct"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}); !apierrors.IsForbidden(err) {
+		t.Errorf("the push identity creating a Pod in tenant-a: %v, want Forbidden", err)
 	}
-	if err := pushClient.List(ctx, &corev1.SecretList{}, client.InNamespace("kube-system")); !apierrors.IsForbidden(err) {
-		t.Errorf("the push identity listing Secrets in kube-system: %v, want Forbidden", err)
+	if err := pushClient.List(ctx, &corev1.PersistentVolumeClaimList{}, client.InNamespace("kube-system")); !apierrors.IsForbidden(err) {
+		t.Errorf("the push identity listing PersistentVolumeClaims in kube-system: %v, want Forbidden", err)
+	}
+	if err := pushClient.List(ctx, &rbacv1.RoleBindingList{}, client.InNamespace("kube-system")); !apierrors.IsForbidden(err) {
+		t.Errorf("the push identity listing RoleBindings in kube-system: %v, want Forbidden", err)
 	}
 
 	// The preflight names what an identity without the agent's RBAC

@@ -89,29 +89,29 @@ func TestAgentRBAC(t *testing.T) {
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-node-lease", name: "node-1", want: false},
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-node-lease", want: false},
 		{verb: "list", group: "coordination.k8s.io", resource: "leases", want: false},
-		// Secrets: its two identity Secrets by name at home (agent/join),
-		// and create there, which RBAC cannot limit to a name; no other
-		// Secret, and no list or watch anywhere (flotilla-pki's
-		// certificates come as a mounted volume).
+		// Secrets, ConfigMaps and ServiceAccounts: every verb in every
+		// namespace, since a MyApp's dependencies are copied into its
+		// target namespace, and the applier must read what is there
+		// before it writes (RBAC cannot limit a verb to labelled objects).
+		// The agent's cache holds only the flotilla.dev/dependency ones;
+		// its namespace policy, not RBAC, keeps it out of kube-system.
 		{verb: "get", resource: "secrets", namespace: systemNS, name: "flotilla-agent-credentials", want: true},
 		{verb: "update", resource: "secrets", namespace: systemNS, name: "flotilla-agent-credentials", want: true},
 		{verb: "delete", resource: "secrets", namespace: systemNS, name: "flotilla-agent-bootstrap", want: true},
 		{verb: "create", resource: "secrets", namespace: systemNS, want: true},
-		{verb: "create", resource: "secrets", namespace: "default", want: false},
-		{verb: "get", resource: "secrets", namespace: "default", name: "flotilla-agent-credentials", want: false},
-		{verb: "get", resource: "secrets", namespace: "default", name: "anything", want: false},
-		{verb: "list", resource: "secrets", want: false},
-		{verb: "list", resource: "secrets", namespace: systemNS, want: false},
-		{verb: "watch", resource: "secrets", namespace: systemNS, want: false},
-		{verb: "get", resource: "secrets", namespace: systemNS, name: "flotilla-agent-certs", want: false},
-		{verb: "update", resource: "secrets", namespace: systemNS, name: "flotilla-hub-ca", want: false},
-		// ConfigMaps: its identity record and applied sets, at home only.
+		{verb: "create", resource: "secrets", namespace: "tenant-a", want: true},
+		{verb: "get", resource: "secrets", namespace: "tenant-a", name: "db-password", want: true},
+		{verb: "list", resource: "secrets", want: true},
+		{verb: "watch", resource: "secrets", want: true},
 		{verb: "create", resource: "configmaps", namespace: systemNS, want: true},
 		{verb: "list", resource: "configmaps", namespace: systemNS, want: true},
 		{verb: "delete", resource: "configmaps", namespace: systemNS, name: "flotilla-applied-x", want: true},
-		{verb: "get", resource: "configmaps", namespace: "tenant-a", name: "app-config", want: false},
-		{verb: "create", resource: "configmaps", namespace: "kube-system", want: false},
-		{verb: "list", resource: "configmaps", want: false},
+		{verb: "patch", resource: "configmaps", namespace: "tenant-a", name: "app-config", want: true},
+		{verb: "list", resource: "configmaps", want: true},
+		{verb: "patch", resource: "serviceaccounts", namespace: "tenant-a", name: "web", want: true},
+		{verb: "delete", resource: "serviceaccounts", namespace: "tenant-a", name: "web", want: true},
+		// Not pods: the Deployment controller makes them.
+		{verb: "create", resource: "pods", namespace: "tenant-a", want: false},
 		// Events: only where its Lease is.
 		{verb: "create", resource: "events", namespace: systemNS, want: true},
 		{verb: "create", resource: "events", namespace: "default", want: false},
@@ -176,9 +176,9 @@ func TestAgentCannotTouchNodeLeases(t *testing.T) {
 	if got.Spec.HolderIdentity == nil || *got.Spec.HolderIdentity != "node-1" || got.ResourceVersion != nodeLease.ResourceVersion {
 		t.Errorf("kube-node-lease/node-1 changed after the refused update: holder %v, resourceVersion %s (was %s)", got.Spec.HolderIdentity, got.ResourceVersion, nodeLease.ResourceVersion)
 	}
-	var secrets corev1.SecretList
-	if err := agent.List(ctx, &secrets, client.InNamespace("default")); !apierrors.IsForbidden(err) {
-		t.Errorf("the agent listing Secrets in default: err = %v, want Forbidden", err)
+	var claims corev1.PersistentVolumeClaimList
+	if err := agent.List(ctx, &claims, client.InNamespace("default")); !apierrors.IsForbidden(err) {
+		t.Errorf("the agent listing PersistentVolumeClaims in default: err = %v, want Forbidden", err)
 	}
 
 	// The positive control: its own Lease, at home.
@@ -227,17 +227,18 @@ func TestHubRBAC(t *testing.T) {
 		{verb: "create", resource: "configmaps", namespace: "tenant-a", want: false},
 		// Joining (hub/internal/bootstrap) reads and updates the bootstrap
 		// token Secrets, flotilla-token-<id>, whose names it cannot know
-		// in advance, and the hub CA Secret: get and update by name at
-		// home. Never list or watch (tokens are read uncached), and
-		// nothing elsewhere.
+		// in advance, and the hub CA Secret: update by name at home.
+		// MyApps' dependencies are read (get, and a metadata-only
+		// list/watch) in every namespace, never written.
 		{verb: "get", resource: "secrets", namespace: systemNS, name: "flotilla-token-abcdef", want: true},
 		{verb: "update", resource: "secrets", namespace: systemNS, name: "flotilla-token-abcdef", want: true},
-		{verb: "get", resource: "secrets", namespace: "tenant-a", name: "flotilla-token-abcdef", want: false},
+		{verb: "get", resource: "secrets", namespace: "tenant-a", name: "db-password", want: true},
+		{verb: "list", resource: "secrets", want: true},
+		{verb: "get", resource: "serviceaccounts", namespace: "tenant-a", name: "web", want: true},
 		{verb: "update", resource: "secrets", namespace: "tenant-a", name: "anything", want: false},
+		{verb: "patch", resource: "configmaps", namespace: "tenant-a", name: "app-config", want: false},
 		{verb: "delete", resource: "secrets", namespace: systemNS, name: "flotilla-token-abcdef", want: false},
-		{verb: "list", resource: "secrets", want: false},
-		{verb: "list", resource: "secrets", namespace: systemNS, want: false},
-		{verb: "watch", resource: "secrets", namespace: systemNS, want: false},
+		{verb: "create", resource: "serviceaccounts", namespace: "tenant-a", want: false},
 		// The agent certificate signer: its own signer name only.
 		{verb: "sign", group: "certificates.k8s.io", resource: "signers", name: "flotilla.dev/agent", want: true},
 		{verb: "approve", group: "certificates.k8s.io", resource: "signers", name: "flotilla.dev/agent", want: true},
@@ -247,7 +248,6 @@ func TestHubRBAC(t *testing.T) {
 		// Secret, at home only.
 		{verb: "get", resource: "secrets", namespace: systemNS, name: "flotilla-revision-key", want: true},
 		{verb: "create", resource: "secrets", namespace: systemNS, want: true},
-		{verb: "get", resource: "secrets", namespace: "tenant-a", name: "flotilla-revision-key", want: false},
 		{verb: "create", resource: "secrets", namespace: "tenant-a", want: false},
 		// What the hub's controllers need cluster-wide stays granted.
 		{verb: "create", group: "flotilla.dev", resource: "works", namespace: "flotilla-member-1", want: true},
