@@ -42,7 +42,7 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		"works:spec.deletionPolicy":                                     string(DefaultDeletionPolicy),
 		"memberclusters:spec.deletionPolicy":                            string(DefaultMemberClusterDeletionPolicy),
 		"memberclusters:spec.acceptance":                                string(DefaultAcceptance),
-		"myapps:spec.rolloutOnConfigChange":                            DefaultRolloutOnConfigChange,
+		"myapps:spec.rolloutOnConfigChange":                             DefaultRolloutOnConfigChange,
 		"myapps:spec.service.type":                                      string(DefaultServiceType),
 		"myapps:spec.service.ports[].protocol":                          string(DefaultServiceProtocol),
 	}
