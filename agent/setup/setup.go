@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -55,6 +56,7 @@ var Version = "dev"
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=flotilla-system
@@ -252,6 +254,8 @@ func New(opts Options) (*Agent, error) {
 			&corev1.ConfigMap{}:      {Label: labels.NewSelector().Add(*dependency)},
 			&corev1.Secret{}:         {Label: labels.NewSelector().Add(*dependency)},
 			&corev1.ServiceAccount{}: {Label: labels.NewSelector().Add(*dependency)},
+			// A Service's EndpointSlices carry its labels.
+			&discoveryv1.EndpointSlice{}: {Label: labels.NewSelector().Add(*owned)},
 		}},
 
 		// Nil unless leader election is on: then the agent's own lock,

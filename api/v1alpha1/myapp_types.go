@@ -771,6 +771,33 @@ type ClusterAppStatus struct {
 	// Message is the member's own message when something is wrong.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Endpoints counts the app's Service's endpoints in the cluster (with
+	// spec.service), as its member last reported them.
+	// +optional
+	Endpoints *EndpointsStatus `json:"endpoints,omitempty"`
+	// Dependencies are the ConfigMaps, Secrets and ServiceAccount the
+	// app's Work carries to the cluster, and how each fared.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Dependencies []DependencyStatus `json:"dependencies,omitempty"`
+}
+
+// DependencyStatus is one dependency of an app in one cluster.
+type DependencyStatus struct {
+	// Kind is ConfigMap, Secret or ServiceAccount.
+	Kind string `json:"kind"`
+	// Name of the object, in the app's target namespace.
+	Name string `json:"name"`
+	// State is Applied once the member holds the hub's copy; Pending until
+	// the member reports it; else the reason it is not applied
+	// (NotOwned: an object of that name exists there and is not
+	// Flotilla's; ApplyFailed; NamespaceDenied).
+	State string `json:"state"`
+	// Message says why, when the state is not Applied.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // ClusterAppPhase summarises the app in one cluster.

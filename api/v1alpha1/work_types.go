@@ -90,6 +90,20 @@ type ManifestStatus struct {
 	// Workload holds replica counts for objects that have them.
 	// +optional
 	Workload *WorkloadStatus `json:"workload,omitempty"`
+	// Endpoints counts a Service's endpoints, from its EndpointSlices.
+	// +optional
+	Endpoints *EndpointsStatus `json:"endpoints,omitempty"`
+}
+
+// EndpointsStatus counts the endpoints of a Service in one member.
+type EndpointsStatus struct {
+	// Ready endpoints: pods the Service sends traffic to.
+	// +kubebuilder:validation:Minimum=0
+	Ready int32 `json:"ready"`
+	// NotReady endpoints: pods it selects that are not ready (starting,
+	// failing their readiness probe, terminating).
+	// +kubebuilder:validation:Minimum=0
+	NotReady int32 `json:"notReady"`
 }
 
 // WorkloadStatus holds a Deployment's own status numbers.

@@ -575,6 +575,7 @@ var PushRights = []authorizationv1.ResourceAttributes{
 	{Resource: "secrets", Verb: "delete"},
 	{Resource: "serviceaccounts", Verb: "create"},
 	{Resource: "serviceaccounts", Verb: "delete"},
+	{Group: "discovery.k8s.io", Resource: "endpointslices", Verb: "list"},
 	{Resource: "namespaces", Verb: "create"},
 	{Resource: "configmaps", Verb: "create", Namespace: flotillav1.SystemNamespace},
 }

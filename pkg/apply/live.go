@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,6 +58,18 @@ func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) 
 			obj = r.Object
 		}
 		live.Objects[id] = obj
+		if gvk.GroupKind() == ServiceKind.GroupKind() {
+			eps, err := a.serviceEndpoints(ctx, obj)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("listing the EndpointSlices of %s: %w", describe(id), err))
+				continue
+			}
+			if live.Endpoints == nil {
+				live.Endpoints = map[v1alpha1.ResourceIdentifier]*v1alpha1.EndpointsStatus{}
+			}
+			live.Endpoints[id] = eps
+			continue
+		}
 		if gvk.GroupKind() != DeploymentKind.GroupKind() {
 			continue
 		}
@@ -70,6 +83,51 @@ func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) 
 		}
 	}
 	return live, errors.Join(errs...)
+}
+
+// EndpointSliceKind is the kind whose objects count a Service's endpoints.
+var EndpointSliceKind = schema.GroupVersionKind{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice"}
+
+// serviceEndpoints counts the endpoints of Service svc from its
+// EndpointSlices (label kubernetes.io/service-name), read through the
+// reader: the EndpointSlice controller copies the Service's labels onto
+// them, so a cache of Flotilla's labelled objects holds them. An endpoint
+// is ready unless its ready condition says false (the API's rule for an
+// unset one). A dual-stack Service has slices per address family, each
+// listing the same pods: the family with the most endpoints counts.
+func (a *Applier) serviceEndpoints(ctx context.Context, svc *unstructured.Unstructured) (*v1alpha1.EndpointsStatus, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(EndpointSliceKind.GroupVersion().WithKind("EndpointSliceList"))
+	if err := a.reader.List(ctx, list, client.InNamespace(svc.GetNamespace()),
+		client.MatchingLabels{discoveryv1.LabelServiceName: svc.GetName()}); err != nil {
+		return nil, err
+	}
+	byFamily := map[string]*v1alpha1.EndpointsStatus{}
+	for i := range list.Items {
+		var slice discoveryv1.EndpointSlice
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &slice); err != nil {
+			return nil, err
+		}
+		c := byFamily[string(slice.AddressType)]
+		if c == nil {
+			c = &v1alpha1.EndpointsStatus{}
+			byFamily[string(slice.AddressType)] = c
+		}
+		for _, ep := range slice.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				c.Ready++
+			} else {
+				c.NotReady++
+			}
+		}
+	}
+	out := &v1alpha1.EndpointsStatus{}
+	for _, c := range byFamily {
+		if c.Ready+c.NotReady > out.Ready+out.NotReady {
+			out = c
+		}
+	}
+	return out, nil
 }
 
 // unavailablePods lists the pods of Deployment obj when it is not

@@ -30,6 +30,8 @@ type Live struct {
 	// that cannot be pulled, a container that keeps crashing). Missing
 	// entries mean the pods were not looked at.
 	Pods map[v1alpha1.ResourceIdentifier][]corev1.Pod
+	// Endpoints holds, for each Service, the count of its endpoints.
+	Endpoints map[v1alpha1.ResourceIdentifier]*v1alpha1.EndpointsStatus
 }
 
 // WorkStatus computes work's status from the results of its last Apply and
@@ -63,6 +65,7 @@ func WorkStatus(work *v1alpha1.Work, results []Result, live Live, now time.Time)
 			ResourceIdentifier: r.Identifier,
 			Conditions:         finish(st.conditions(), prev, work.Generation, stamp),
 			Workload:           st.workload,
+			Endpoints:          live.Endpoints[r.Identifier],
 		})
 	}
 	status.Conditions = finish(summarise(states), work.Status.Conditions, work.Generation, stamp)

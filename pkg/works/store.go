@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
@@ -85,6 +87,30 @@ func (s *Store) entryFor(name string) *entry {
 }
 
 // Names lists the Works held.
+// WorkOfLabel is the request for the held Work whose flotilla.dev/work
+// label value is value (an object that carries the label but not the
+// annotation, such as a Service's EndpointSlice); none when no held Work
+// has it.
+func (s *Store) WorkOfLabel(value string) []reconcile.Request {
+	if value == "" {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, ok := s.works[value]; ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: value}}}
+	}
+	if len(value) < 63 {
+		return nil
+	}
+	for name := range s.works {
+		if flotillav1.WorkLabelValue(name) == value {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+		}
+	}
+	return nil
+}
+
 func (s *Store) Names() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -124,6 +124,25 @@ func TestDependenciesTravelWithTheApp(t *testing.T) {
 		return nil
 	})
 
+	// Each cluster's status lists web's dependencies, applied.
+	eventually(t, "MyApp web's status lists its 4 dependencies Applied in both clusters", 30*time.Second, func() error {
+		got := &flotillav1.MyApp{}
+		if err := f.hub.Get(ctx, client.ObjectKeyFromObject(web), got); err != nil {
+			return err
+		}
+		if len(got.Status.Clusters) != len(members) {
+			return fmt.Errorf("status.clusters: %+v", got.Status.Clusters)
+		}
+		for _, c := range got.Status.Clusters {
+			want := []flotillav1.DependencyStatus{{Kind: "ConfigMap", Name: "app-config", State: "Applied"}, {Kind: "Secret", Name: "db", State: "Applied"},
+				{Kind: "Secret", Name: "regcred", State: "Applied"}, {Kind: "ServiceAccount", Name: "web", State: "Applied"}}
+			if fmt.Sprint(c.Dependencies) != fmt.Sprint(want) {
+				return fmt.Errorf("%s: dependencies %+v, want %+v", c.Name, c.Dependencies, want)
+			}
+		}
+		return nil
+	})
+
 	// Edit the ConfigMap on the hub: it reaches both members, and the pod
 	// templates' hash moves.
 	cm := &corev1.ConfigMap{}

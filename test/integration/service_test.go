@@ -85,6 +85,25 @@ func TestServiceTravelsWithTheApp(t *testing.T) {
 		return nil
 	})
 
+	// The Service's ready endpoints reach the MyApp's status, per cluster:
+	// the testbed's fake nodes run the pods, the members' EndpointSlice
+	// controllers count them.
+	eventually(t, "2 ready endpoints per cluster in MyApp web's status", 60*time.Second, func() error {
+		got := &flotillav1.MyApp{}
+		if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			return err
+		}
+		if len(got.Status.Clusters) != len(members) {
+			return fmt.Errorf("status.clusters: %+v", got.Status.Clusters)
+		}
+		for _, c := range got.Status.Clusters {
+			if c.Endpoints == nil || c.Endpoints.Ready != 2 || c.Endpoints.NotReady != 0 {
+				return fmt.Errorf("%s: endpoints %+v, want 2 ready", c.Name, c.Endpoints)
+			}
+		}
+		return nil
+	})
+
 	// A hand edit of the Service is set back, in the pull and the push member.
 	for _, m := range members {
 		s, err := service(m)

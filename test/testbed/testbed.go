@@ -529,9 +529,13 @@ func (c *Cluster) startKwok() error {
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
 		"--server-address", "",
-		// Fake addresses stay on loopback, so nothing ever routes elsewhere.
+		// The node's fake address stays on loopback. Pod addresses come
+		// from 198.18.0.0/15, the range RFC 2544 sets aside for benchmark
+		// networks: no pod is real, nothing connects to them, and unlike
+		// loopback addresses (which EndpointSlices refuse) they make the
+		// member's EndpointSlice controller list a Service's ready pods.
 		"--node-ip", "127.0.0.1",
-		"--cidr", "127.64.0.0/16",
+		"--cidr", "198.18.0.0/15",
 	}
 	p, err := c.run("kwok", args...)
 	if err != nil {

@@ -76,6 +76,9 @@ func Cluster(v ClusterView) flotillav1.ClusterAppStatus {
 		AvailableReplicas: wl.AvailableReplicas,
 		UpdatedReplicas:   wl.UpdatedReplicas,
 	}
+	if v.Work != nil {
+		st.Endpoints, st.Dependencies = objectsOf(v.Work)
+	}
 	switch {
 	case v.Evicted != nil:
 		st.Phase = flotillav1.ClusterAppLost
@@ -300,4 +303,37 @@ func (c *conditions) progressingDegradedReady(in Input, out *Output, t *tally) {
 		reason = flotillav1.ReasonRollingOut
 	}
 	c.set(flotillav1.ConditionReady, metav1.ConditionFalse, reason, fmt.Sprintf("%d/%d replicas ready", out.Ready, out.Desired))
+}
+
+// maxDependencies bounds the dependencies listed per cluster (the CRD's
+// MaxItems).
+const maxDependencies = 32
+
+// objectsOf reads, from what w's member last reported, its Service's
+// endpoints and the state of each dependency (a core ConfigMap, Secret or
+// ServiceAccount): Applied, Pending while the member reports no Applied
+// condition for it, else the reason it was not applied.
+func objectsOf(w *flotillav1.Work) (*flotillav1.EndpointsStatus, []flotillav1.DependencyStatus) {
+	var eps *flotillav1.EndpointsStatus
+	var deps []flotillav1.DependencyStatus
+	for _, m := range w.Status.Manifests {
+		if m.Endpoints != nil && eps == nil {
+			e := *m.Endpoints
+			eps = &e
+		}
+		if m.Group != "" || (m.Kind != "ConfigMap" && m.Kind != "Secret" && m.Kind != "ServiceAccount") || len(deps) == maxDependencies {
+			continue
+		}
+		d := flotillav1.DependencyStatus{Kind: m.Kind, Name: m.Name, State: "Pending"}
+		if c := meta.FindStatusCondition(m.Conditions, flotillav1.ConditionApplied); c != nil {
+			if c.Status == metav1.ConditionTrue {
+				d.State = flotillav1.ReasonApplied
+			} else {
+				d.State = c.Reason
+				d.Message = truncate.String(c.Message, 1024)
+			}
+		}
+		deps = append(deps, d)
+	}
+	return eps, deps
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -175,6 +176,13 @@ func (e *Engine) SetupWithManager(mgr mcmanager.Manager, notify func(func(cluste
 		Named("push").
 		Watches(&appsv1.Deployment{}, workOf, mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&corev1.Service{}, workOf, mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&discoveryv1.EndpointSlice{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(_ context.Context, o client.Object) []mcreconcile.Request {
+			var out []mcreconcile.Request
+			for _, r := range e.workOfLabel(o.GetLabels()[flotillav1.LabelWork]) {
+				out = append(out, mcreconcile.Request{Request: r})
+			}
+			return out
+		}), mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&corev1.ConfigMap{}, dependencyOf(apply.ConfigMapKind), mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&corev1.Secret{}, dependencyOf(apply.SecretKind), mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&corev1.ServiceAccount{}, dependencyOf(apply.ServiceAccountKind), mcbuilder.WithEngageWithLocalCluster(false)).
@@ -199,6 +207,26 @@ func (e *Engine) Start(ctx context.Context) error {
 
 // NeedLeaderElection: only the leader pushes.
 func (e *Engine) NeedLeaderElection() bool { return true }
+
+// workOfLabel is the request for the Work, held by any member, whose
+// flotilla.dev/work label value is value.
+func (e *Engine) workOfLabel(value string) []reconcile.Request {
+	e.mu.Lock()
+	ms := make([]*member, 0, len(e.members))
+	for _, m := range e.members {
+		ms = append(ms, m)
+	}
+	e.mu.Unlock()
+	for _, m := range ms {
+		if m.store == nil {
+			continue
+		}
+		if r := m.store.WorkOfLabel(value); len(r) > 0 {
+			return r
+		}
+	}
+	return nil
+}
 
 // holders lists the Works that hold id in any member's applied set.
 func (e *Engine) holders(id flotillav1.ResourceIdentifier) []string {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -318,6 +319,8 @@ func (p *Provider) newCluster(cfg *rest.Config) (cluster.Cluster, error) {
 			&corev1.ConfigMap{}:      {Label: labels.NewSelector().Add(*dependency)},
 			&corev1.Secret{}:         {Label: labels.NewSelector().Add(*dependency)},
 			&corev1.ServiceAccount{}: {Label: labels.NewSelector().Add(*dependency)},
+			// A Service's EndpointSlices carry its labels.
+			&discoveryv1.EndpointSlice{}: {Label: labels.NewSelector().Add(*owned)},
 		}
 	})
 }

@@ -51,6 +51,7 @@ const (
 	clampManifestUnknown   = "manifest_unknown"
 	clampManifestDuplicate = "manifest_duplicate"
 	clampWorkload          = "workload"
+	clampEndpoints         = "endpoints"
 	clampCountNegative     = "count_negative"
 	clampCountAboveBound   = "count_above_bound"
 	clampRateBacklogFull   = "rate_backlog_full"
@@ -116,6 +117,10 @@ func (c clamped) add(what string) { c[what]++ }
 // whether it is a Deployment and, if so, the most replicas it can have.
 type manifestBound struct {
 	deployment bool
+	// service: a Service, whose endpoints are the pods of the Work's
+	// Deployments, so at most the sum of their maxReplicas are ready (and
+	// twice that not ready: pods of an old template still terminating).
+	service bool
 	// maxReplicas is the Deployment's desired replicas plus its surge:
 	// during a rolling update the Deployment controller runs up to
 	// replicas + maxSurge pods (old and new together), so status.replicas,
@@ -152,9 +157,23 @@ func workBounds(work *v1alpha1.Work) map[v1alpha1.ResourceIdentifier]manifestBou
 			}
 			b = manifestBound{deployment: true, maxReplicas: deploymentBound(&d.Spec)}
 		}
+		if gv.Group == "" && obj.Kind == "Service" {
+			b.service = true
+		}
 		out[id] = b
 	}
 	return out
+}
+
+// podBound is the most pods the Work's Deployments can run together.
+func podBound(bounds map[v1alpha1.ResourceIdentifier]manifestBound) int32 {
+	var n int64
+	for _, b := range bounds {
+		if b.deployment {
+			n += int64(b.maxReplicas)
+		}
+	}
+	return int32(min(n, math.MaxInt32/2))
 }
 
 // deploymentBound is spec.replicas (1 when unset, as the apiserver
@@ -246,6 +265,17 @@ func clampStatus(work *v1alpha1.Work, st *v1alpha1.WorkStatus) (*v1alpha1.WorkSt
 				cut.add(clampWorkload)
 			}
 		}
+		if m.Endpoints != nil {
+			if b.service {
+				pods := podBound(bounds)
+				ms.Endpoints = &v1alpha1.EndpointsStatus{
+					Ready:    clampCount(m.Endpoints.Ready, pods, cut),
+					NotReady: clampCount(m.Endpoints.NotReady, 2*pods, cut),
+				}
+			} else {
+				cut.add(clampEndpoints)
+			}
+		}
 		out.Manifests = append(out.Manifests, ms)
 	}
 	return out, cut
@@ -292,6 +322,19 @@ func clampConditions(in []metav1.Condition, generation int64, cut clamped) []met
 		out = append(out, c)
 	}
 	return out
+}
+
+// clampCount clamps n into [0, bound].
+func clampCount(n, bound int32, cut clamped) int32 {
+	switch {
+	case n < 0:
+		cut.add(clampCountNegative)
+		return 0
+	case n > bound:
+		cut.add(clampCountAboveBound)
+		return bound
+	}
+	return n
 }
 
 // clampWorkloadStatus clamps a Deployment's numbers into [0, bound] and its
