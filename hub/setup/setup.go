@@ -408,7 +408,7 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, opts Options, scheme *r
 	if opts.WebhookAddr == "" {
 		return nil
 	}
-	if err := (&hubwebhook.MyAppWebhook{Reader: mgr.GetCache(), Policies: mgr.GetCache()}).SetupWithManager(mgr); err != nil {
+	if err := (&hubwebhook.MyAppWebhook{Reader: mgr.GetCache(), Policies: mgr.GetCache(), Authorizer: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MyApp webhook: %w", err)
 	}
 	if opts.RegisterWebhookURL == "" && !opts.KeepWebhookCABundle {

@@ -41,6 +41,10 @@ type MyAppWebhook struct {
 	// no policy: every MyApp places only into its own namespace, so a
 	// missing reader fails closed.
 	Policies client.Reader
+	// Authorizer creates the SubjectAccessReviews that check the user may
+	// read each ConfigMap, Secret and ServiceAccount a MyApp newly names
+	// (nil: no such check).
+	Authorizer client.Client
 }
 
 // +kubebuilder:rbac:groups=flotilla.dev,resources=fleetnamespacepolicies,verbs=get;list;watch
@@ -113,7 +117,7 @@ func (w *MyAppWebhook) Default(_ context.Context, app *flotillav1.MyApp) error {
 
 // ValidateCreate implements admission.Validator.
 func (w *MyAppWebhook) ValidateCreate(ctx context.Context, app *flotillav1.MyApp) (admission.Warnings, error) {
-	return w.validate(ctx, app, true)
+	return w.validate(ctx, nil, app, true)
 }
 
 // ValidateUpdate implements admission.Validator. The new object is
@@ -128,7 +132,7 @@ func (w *MyAppWebhook) ValidateCreate(ctx context.Context, app *flotillav1.MyApp
 // configuration does not intercept.
 func (w *MyAppWebhook) ValidateUpdate(ctx context.Context, old, app *flotillav1.MyApp) (admission.Warnings, error) {
 	checkNamespace := app.DeletionTimestamp.IsZero() && !equality.Semantic.DeepEqual(old.Spec, app.Spec)
-	return w.validate(ctx, app, checkNamespace)
+	return w.validate(ctx, old, app, checkNamespace)
 }
 
 // ValidateDelete implements admission.Validator; deletion is always allowed.
@@ -136,7 +140,7 @@ func (w *MyAppWebhook) ValidateDelete(context.Context, *flotillav1.MyApp) (admis
 	return nil, nil
 }
 
-func (w *MyAppWebhook) validate(ctx context.Context, app *flotillav1.MyApp, checkNamespace bool) (admission.Warnings, error) {
+func (w *MyAppWebhook) validate(ctx context.Context, old, app *flotillav1.MyApp, checkNamespace bool) (admission.Warnings, error) {
 	errs, warnings := ValidateMyApp(app)
 	if w.Reader != nil {
 		warnings = append(warnings, w.unknownClusterWarnings(ctx, app)...)
@@ -147,6 +151,11 @@ func (w *MyAppWebhook) validate(ctx context.Context, app *flotillav1.MyApp, chec
 			return warnings, err
 		}
 		errs = append(errs, nerrs...)
+		aerrs, err := w.validateDependencyAccess(ctx, old, app)
+		if err != nil {
+			return warnings, err
+		}
+		errs = append(errs, aerrs...)
 	}
 	if len(errs) > 0 {
 		return warnings, apierrors.NewInvalid(flotillav1.GroupVersion.WithKind("MyApp").GroupKind(), app.Name, errs)
