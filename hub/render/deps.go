@@ -134,6 +134,38 @@ func DependencyRefs(spec *corev1.PodSpec) []DependencyRef {
 	return out
 }
 
+// AppDependencyRefs are the dependencies app's pods may name in any
+// cluster: those of its pod template and those an override's JSON patches
+// add (named by the override's patches field).
+func AppDependencyRefs(app *flotillav1.MyApp) []DependencyRef {
+	base, err := Deployment(app, 1, ClusterOverrides{})
+	if err != nil {
+		return nil
+	}
+	refs := DependencyRefs(&base.Spec.Template.Spec)
+	seen := map[string]bool{}
+	for _, r := range refs {
+		seen[r.Kind+"/"+r.Name] = true
+	}
+	for i, o := range app.Spec.Overrides {
+		if len(o.Patches) == 0 {
+			continue
+		}
+		patched, err := Patch(base, o.Patches)
+		if err != nil {
+			continue // refused by validateOverrides, naming the patch
+		}
+		for _, r := range DependencyRefs(&patched.Spec.Template.Spec) {
+			if k := r.Kind + "/" + r.Name; !seen[k] {
+				seen[k] = true
+				r.Field = field.NewPath("spec", "overrides").Index(i).Child("patches").String()
+				refs = append(refs, r)
+			}
+		}
+	}
+	return refs
+}
+
 // DependencySource gives render the hub objects a MyApp's pods use, from
 // the MyApp's namespace.
 type DependencySource interface {

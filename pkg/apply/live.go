@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -121,10 +122,15 @@ func (a *Applier) serviceEndpoints(ctx context.Context, svc *unstructured.Unstru
 			}
 		}
 	}
+	// Deterministic on a tie (slices caught mid-update): more ready
+	// endpoints, then the family name.
 	out := &v1alpha1.EndpointsStatus{}
-	for _, c := range byFamily {
-		if c.Ready+c.NotReady > out.Ready+out.NotReady {
-			out = c
+	best := ""
+	for _, family := range slices.Sorted(maps.Keys(byFamily)) {
+		c := byFamily[family]
+		if best == "" || c.Ready+c.NotReady > out.Ready+out.NotReady ||
+			(c.Ready+c.NotReady == out.Ready+out.NotReady && c.Ready > out.Ready) {
+			out, best = c, family
 		}
 	}
 	return out, nil

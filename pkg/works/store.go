@@ -86,7 +86,6 @@ func (s *Store) entryFor(name string) *entry {
 	return e
 }
 
-// Names lists the Works held.
 // WorkOfLabel is the request for the held Work whose flotilla.dev/work
 // label value is value (an object that carries the label but not the
 // annotation, such as a Service's EndpointSlice); none when no held Work
@@ -111,6 +110,7 @@ func (s *Store) WorkOfLabel(value string) []reconcile.Request {
 	return nil
 }
 
+// Names lists the Works held.
 func (s *Store) Names() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

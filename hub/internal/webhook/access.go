@@ -31,16 +31,16 @@ var resourceOf = map[string]string{
 // finalizer) is not refused for what its author never added. A failed
 // review is an error, which refuses the request: admission fails closed.
 func (w *MyAppWebhook) validateDependencyAccess(ctx context.Context, old, app *flotillav1.MyApp) (field.ErrorList, error) {
-	if w.Authorizer == nil || app.Spec.Template == nil || app.Spec.Template.Spec == nil {
+	if w.Authorizer == nil {
 		return nil, nil
 	}
 	had := map[string]bool{}
-	if old != nil && old.Spec.Template != nil && old.Spec.Template.Spec != nil {
-		for _, r := range render.DependencyRefs(old.Spec.Template.Spec) {
+	if old != nil {
+		for _, r := range render.AppDependencyRefs(old) {
 			had[r.Kind+"/"+r.Name] = true
 		}
 	}
-	refs := render.DependencyRefs(app.Spec.Template.Spec)
+	refs := render.AppDependencyRefs(app)
 	var user authenticationv1.UserInfo
 	asked := false
 	var errs field.ErrorList

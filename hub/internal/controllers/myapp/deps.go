@@ -24,7 +24,7 @@ import (
 var dependencyKinds = []string{render.KindConfigMap, render.KindSecret, render.KindServiceAccount}
 
 // dependencyIndex indexes MyApps by the dependencies ("Kind/name") their
-// spec's pod template and the revisions in use name.
+// pods name (render.AppDependencyRefs), now and at the revisions in use.
 const dependencyIndex = "flotilla.dev/dependencies"
 
 // dependencyKeys is the dependencyIndex of o, a MyApp.
@@ -36,10 +36,7 @@ func dependencyKeys(o client.Object) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(a *flotillav1.MyApp) {
-		if a.Spec.Template == nil || a.Spec.Template.Spec == nil {
-			return
-		}
-		for _, ref := range render.DependencyRefs(a.Spec.Template.Spec) {
+		for _, ref := range render.AppDependencyRefs(a) {
 			if k := ref.Kind + "/" + ref.Name; !seen[k] {
 				seen[k] = true
 				out = append(out, k)
