@@ -98,6 +98,7 @@ func TestImageRollout(t *testing.T)            { ImageRolloutSpec(t, input(t, "i
 func TestPerClusterOverride(t *testing.T)      { OverrideSpec(t, input(t, "override")) }
 func TestDeleteRemovesEverything(t *testing.T) { DeleteSpec(t, input(t, "delete")) }
 func TestFullPodTemplate(t *testing.T)         { FullPodTemplateSpec(t, input(t, "template")) }
+func TestDependencies(t *testing.T)            { DependenciesSpec(t, input(t, "deps")) }
 func TestProgressiveRolloutOrder(t *testing.T) {
 	ProgressiveOrderSpec(t, input(t, "progressive"))
 }
