@@ -34,6 +34,12 @@ const (
 	// MyApp's Work was rendered after this one), so Works rendered a
 	// moment apart do not take the object from each other.
 	AnnotationSourceVersion = "flotilla.dev/source-version"
+	// AnnotationKeptForOrphans, "true" on a shared dependency, says a Work
+	// that used it was orphaned (forgotten, its objects left running):
+	// when the last Work that still holds it goes, the dependency is
+	// released (left running without Flotilla's labels), not deleted, since
+	// the orphaned pods may still use it.
+	AnnotationKeptForOrphans = "flotilla.dev/kept-for-orphans"
 	// AnnotationConfigHash, on a MyApp's pod template in the members, is a
 	// hash of the ConfigMaps and Secrets its pods use (when
 	// spec.rolloutOnConfigChange is on): a change of their content

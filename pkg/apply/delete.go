@@ -388,6 +388,10 @@ func (a *Applier) deleteObject(ctx context.Context, work string, o AppliedObject
 			logger.Info("not deleting a shared dependency other Works still use", "works", holders)
 			return false, nil
 		}
+		if live.GetAnnotations()[v1alpha1.AnnotationKeptForOrphans] == "true" {
+			// An orphaned Work's pods may still use it.
+			return false, a.release(ctx, live, logger)
+		}
 	}
 	err = a.writer.Delete(ctx, live,
 		client.PropagationPolicy(metav1.DeletePropagationBackground),

@@ -126,6 +126,28 @@
 // person's job. A Forget that fails leaves the record, and the Work
 // applied, and is to be retried.
 //
+// # Shared dependencies
+//
+// A manifest labelled v1alpha1.LabelDependency "true" (a ConfigMap,
+// Secret or ServiceAccount a MyApp's pods use) may be named by several
+// Works. Apply writes it without the Work's label and annotation (they
+// would flip between the Works, each flip looking like drift to the
+// others), with the fleet, cluster and LabelMyAppNamespace labels, and
+// only over a live object that is a dependency of the same hub namespace
+// and, where labelled, of this fleet and cluster (IsShared,
+// sharedClaimable); else NotOwned. It does not overwrite a live copy whose
+// v1alpha1.AnnotationSourceVersion is a larger number than the manifest's
+// (another Work rendered later put it there), and reports it applied.
+// Each Work's applied set records it like any object, and the applied
+// sets are its reference count (Holders): Delete, Prune, a dropped
+// manifest and an Orphan release act on it only when no other Work's
+// record holds it. That decision and the deletion run under the write
+// side of sharedMu; an Apply records and applies its shared objects under
+// the read side, so a deletion never removes an object an Apply just
+// counted on. Forget of a Work whose shared object other Works still hold
+// marks it v1alpha1.AnnotationKeptForOrphans, and its last holder then
+// releases it instead of deleting it, since the orphaned pods may use it.
+//
 // # Reads and writes
 //
 // An Applier reads through a client.Reader and writes through a

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,6 +44,12 @@ func (a *Applier) releaseObject(ctx context.Context, work string, o AppliedObjec
 			return nil
 		}
 	}
+	return a.release(ctx, live, logger)
+}
+
+// release takes Flotilla's labels, annotations and field ownership off
+// live (see releaseObject).
+func (a *Applier) release(ctx context.Context, live *unstructured.Unstructured, logger logr.Logger) error {
 	patch, err := releasePatch(live.GetLabels(), live.GetAnnotations(), live.GetManagedFields(), a.owner, live.GetResourceVersion())
 	if err != nil {
 		return err
@@ -73,7 +81,7 @@ func releasePatch(labels, annotations map[string]string, managed []metav1.Manage
 		md["labels"] = dropLabels
 	}
 	dropAnnotations := map[string]any{}
-	for _, k := range []string{v1alpha1.AnnotationWork, v1alpha1.AnnotationSourceVersion} {
+	for _, k := range []string{v1alpha1.AnnotationWork, v1alpha1.AnnotationSourceVersion, v1alpha1.AnnotationKeptForOrphans} {
 		if _, ok := annotations[k]; ok {
 			dropAnnotations[k] = nil
 		}
