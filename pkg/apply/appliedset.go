@@ -228,6 +228,7 @@ func RecordName(owner, workName string) string {
 // true for its Work until an Apply succeeds. Works this Applier already
 // tracks keep what it tracks.
 func (a *Applier) Load(ctx context.Context) error {
+	ctx = quiet(ctx)
 	a.loadMu.Lock()
 	defer a.loadMu.Unlock()
 	return a.loadLocked(ctx)

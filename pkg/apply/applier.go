@@ -247,6 +247,7 @@ func (r Result) Applied() bool { return r.Reason == v1alpha1.ReasonApplied }
 // returned: the applied set is kept whole either way, and a restarted
 // Applier applies the Work once more.
 func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, error) {
+	ctx = quiet(ctx)
 	unlock := a.locks.lock(work.Name)
 	defer unlock()
 

@@ -44,6 +44,7 @@ var ErrNoIdentity = errors.New("the applier has no fleet identity (SetIdentity w
 // The Fence is called before anything is deleted. Without a fleet id,
 // Delete returns ErrNoIdentity.
 func (a *Applier) Delete(ctx context.Context, workName string) ([]v1alpha1.ResourceIdentifier, error) {
+	ctx = quiet(ctx)
 	// The Work is going away whether or not every delete succeeds: it no
 	// longer counts as applied. Forgotten again once the Work's lock is
 	// held, since a first load of the records (deleteWork) restores it.
@@ -89,6 +90,7 @@ func (a *Applier) deleteWork(ctx context.Context, workName string) ([]v1alpha1.R
 // The Fence is called before anything is deleted; without a fleet id,
 // Prune returns ErrNoIdentity.
 func (a *Applier) Prune(ctx context.Context, keep sets.Set[string], confirmed bool) ([]v1alpha1.ResourceIdentifier, error) {
+	ctx = quiet(ctx)
 	a.tracker.retain(keep)
 	if err := a.ensureLoaded(ctx); err != nil {
 		return nil, fmt.Errorf("pruning: %w", err)

@@ -32,6 +32,7 @@ import (
 // it) and is to be called again. Forget needs no fleet identity and no
 // Fence: it deletes nothing the member runs.
 func (a *Applier) Forget(ctx context.Context, workName string) error {
+	ctx = quiet(ctx)
 	unlock := a.locks.lock(workName)
 	defer unlock()
 	if err := a.ensureLoaded(ctx); err != nil {

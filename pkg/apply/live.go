@@ -33,6 +33,7 @@ const maxPods = 100
 // object that cannot be read is left out of Live (WorkStatus then reports
 // it gone) and its error is returned joined with the others.
 func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) {
+	ctx = quiet(ctx)
 	live := Live{
 		Objects: map[v1alpha1.ResourceIdentifier]*unstructured.Unstructured{},
 		Pods:    map[v1alpha1.ResourceIdentifier][]corev1.Pod{},
