@@ -8,7 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -116,65 +116,50 @@ func (r *Reconciler) live(work *flotillav1.Work) ([]client.Object, error) {
 	return LiveObjects(context.Background(), r.Reader, work)
 }
 
+// liveList is one list LiveObjects makes: of which kind, selected how.
+type liveList struct {
+	list client.ObjectList
+	gvk  schema.GroupVersionKind
+	sel  client.MatchingLabels
+}
+
 // LiveObjects lists work's objects of every kind a Work carries
-// (apply.WorkKinds: Deployments and Services) from reader, a cache that
-// holds the objects carrying the flotilla.dev/work label, as NeedsApply
-// and Store.Reconcile take them. (A kind left out here would look deleted
-// to NeedsApply, and its Work would be applied again on every event.)
+// (apply.WorkKinds) from reader, a cache that holds the objects carrying
+// the flotilla.dev/work label (Deployments, Services) or, for shared
+// dependencies (ConfigMaps, Secrets, ServiceAccounts), the
+// flotilla.dev/dependency label, as NeedsApply and Store.Reconcile take
+// them. (A kind left out here would look deleted to NeedsApply, and its
+// Work would be applied again on every event.) Shared dependencies carry
+// the hub namespace, not the Work: all of that namespace's are listed,
+// and NeedsApply picks the ones the Work applied by UID.
 func LiveObjects(ctx context.Context, reader client.Reader, work *flotillav1.Work) ([]client.Object, error) {
-	sel := client.MatchingLabels{flotillav1.LabelWork: flotillav1.WorkLabelValue(work.Name)}
-	var deployments appsv1.DeploymentList
-	if err := reader.List(ctx, &deployments, sel); err != nil {
-		return nil, fmt.Errorf("listing the Deployments of Work %s: %w", work.Name, err)
+	owned := client.MatchingLabels{flotillav1.LabelWork: flotillav1.WorkLabelValue(work.Name)}
+	lists := []liveList{
+		{&appsv1.DeploymentList{}, apply.DeploymentKind, owned},
+		{&corev1.ServiceList{}, apply.ServiceKind, owned},
 	}
-	var services corev1.ServiceList
-	if err := reader.List(ctx, &services, sel); err != nil {
-		return nil, fmt.Errorf("listing the Services of Work %s: %w", work.Name, err)
-	}
-	out := make([]client.Object, 0, len(deployments.Items)+len(services.Items))
 	if ns := work.Labels[flotillav1.LabelMyAppNamespace]; ns != "" {
-		// Shared dependencies carry the hub namespace, not the Work: all
-		// of that namespace's are listed, and NeedsApply picks the ones
-		// the Work applied by UID.
 		deps := client.MatchingLabels{flotillav1.LabelDependency: "true", flotillav1.LabelMyAppNamespace: ns}
-		var cms corev1.ConfigMapList
-		if err := reader.List(ctx, &cms, deps); err != nil {
-			return nil, fmt.Errorf("listing the ConfigMaps of Work %s: %w", work.Name, err)
-		}
-		for i := range cms.Items {
-			o := &cms.Items[i]
-			o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
-			out = append(out, o)
-		}
-		var secrets corev1.SecretList
-		if err := reader.List(ctx, &secrets, deps); err != nil {
-			return nil, fmt.Errorf("listing the Secrets of Work %s: %w", work.Name, err)
-		}
-		for i := range secrets.Items {
-			o := &secrets.Items[i]
-			o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}
-			out = append(out, o)
-		}
-		var sas corev1.ServiceAccountList
-		if err := reader.List(ctx, &sas, deps); err != nil {
-			return nil, fmt.Errorf("listing the ServiceAccounts of Work %s: %w", work.Name, err)
-		}
-		for i := range sas.Items {
-			o := &sas.Items[i]
-			o.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}
-			out = append(out, o)
-		}
+		lists = append(lists,
+			liveList{&corev1.ConfigMapList{}, apply.ConfigMapKind, deps},
+			liveList{&corev1.SecretList{}, apply.SecretKind, deps},
+			liveList{&corev1.ServiceAccountList{}, apply.ServiceAccountKind, deps})
 	}
-	// NeedsApply compares kinds; the cache's typed objects carry none.
-	for i := range deployments.Items {
-		d := &deployments.Items[i]
-		d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
-		out = append(out, d)
-	}
-	for i := range services.Items {
-		s := &services.Items[i]
-		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
-		out = append(out, s)
+	var out []client.Object
+	for _, l := range lists {
+		if err := reader.List(ctx, l.list, l.sel); err != nil {
+			return nil, fmt.Errorf("listing the %ss of Work %s: %w", l.gvk.Kind, work.Name, err)
+		}
+		items, err := meta.ExtractList(l.list)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			o := it.(client.Object)
+			// NeedsApply compares kinds; the cache's typed objects carry none.
+			o.GetObjectKind().SetGroupVersionKind(l.gvk)
+			out = append(out, o)
+		}
 	}
 	return out, nil
 }

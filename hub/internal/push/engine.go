@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -211,13 +212,7 @@ func (e *Engine) NeedLeaderElection() bool { return true }
 // workOfLabel is the request for the Work, held by any member, whose
 // flotilla.dev/work label value is value.
 func (e *Engine) workOfLabel(value string) []reconcile.Request {
-	e.mu.Lock()
-	ms := make([]*member, 0, len(e.members))
-	for _, m := range e.members {
-		ms = append(ms, m)
-	}
-	e.mu.Unlock()
-	for _, m := range ms {
+	for _, m := range e.engaged() {
 		if m.store == nil {
 			continue
 		}
@@ -230,14 +225,8 @@ func (e *Engine) workOfLabel(value string) []reconcile.Request {
 
 // holders lists the Works that hold id in any member's applied set.
 func (e *Engine) holders(id flotillav1.ResourceIdentifier) []string {
-	e.mu.Lock()
-	ms := make([]*member, 0, len(e.members))
-	for _, m := range e.members {
-		ms = append(ms, m)
-	}
-	e.mu.Unlock()
 	var out []string
-	for _, m := range ms {
+	for _, m := range e.engaged() {
 		if m.applier == nil {
 			continue
 		}
@@ -248,6 +237,13 @@ func (e *Engine) holders(id flotillav1.ResourceIdentifier) []string {
 		}
 	}
 	return out
+}
+
+// engaged is a snapshot of the engaged members.
+func (e *Engine) engaged() []*member {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Values(e.members))
 }
 
 func (e *Engine) member(name string) *member {

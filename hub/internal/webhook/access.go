@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -69,34 +68,10 @@ func (w *MyAppWebhook) validateDependencyAccess(ctx context.Context, old, app *f
 			return nil, fmt.Errorf("asking whether %s may get %s %s/%s: %w", user.Username, r.Kind, app.Namespace, r.Name, err)
 		}
 		if !sar.Status.Allowed {
-			errs = append(errs, field.Forbidden(fieldPath(r.Field), fmt.Sprintf(
+			errs = append(errs, field.Forbidden(field.NewPath(r.Field), fmt.Sprintf(
 				"%s may not get %s %q in namespace %s, and the hub would copy it to the members: ask for read access to it, or use one you can read",
 				user.Username, r.Kind, r.Name, app.Namespace)))
 		}
 	}
 	return errs, nil
-}
-
-// fieldPath turns a path as DependencyRef.Field prints it back into a
-// field.Path, so the error names it the same way.
-func fieldPath(s string) *field.Path {
-	var p *field.Path
-	for _, part := range strings.Split(s, ".") {
-		name, idx, _ := strings.Cut(part, "[")
-		if p == nil {
-			p = field.NewPath(name)
-		} else {
-			p = p.Child(name)
-		}
-		for idx != "" {
-			var i int
-			n, _ := fmt.Sscanf(idx, "%d]", &i)
-			if n != 1 {
-				break
-			}
-			p = p.Index(i)
-			_, idx, _ = strings.Cut(idx, "[")
-		}
-	}
-	return p
 }
