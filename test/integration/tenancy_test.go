@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -200,18 +201,22 @@ func TestTenantsStayInTheirNamespaces(t *testing.T) {
 	})
 
 	t.Run("the webhook refuses a spec change but admits a metadata-only update", func(t *testing.T) {
-		got := &flotillav1.MyApp{}
-		if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
-			t.Fatal(err)
+		// The hub writes the app's status too; a conflict says nothing
+		// about the webhook, so each update is re-read and retried on one.
+		update := func(change func(*flotillav1.MyApp)) error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				got := &flotillav1.MyApp{}
+				if err := env.c.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+					return err
+				}
+				change(got)
+				return env.c.Update(ctx, got)
+			})
 		}
-		changed := got.DeepCopy()
-		changed.Spec.Image = "registry.example.com/team/web:2.0"
-		if err := refusedNaming(env.c.Update(ctx, changed), "shared-x", `no FleetNamespacePolicy matches hub namespace "team-a"`); err != nil {
+		if err := refusedNaming(update(func(a *flotillav1.MyApp) { a.Spec.Image = "registry.example.com/team/web:2.0" }), "shared-x", `no FleetNamespacePolicy matches hub namespace "team-a"`); err != nil {
 			t.Error(err)
 		}
-		labelled := got.DeepCopy()
-		labelled.Labels = map[string]string{"owner": "team-a"}
-		if err := env.c.Update(ctx, labelled); err != nil {
+		if err := update(func(a *flotillav1.MyApp) { a.Labels = map[string]string{"owner": "team-a"} }); err != nil {
 			t.Errorf("a label-only update of the held app was refused: %v", err)
 		}
 	})
