@@ -48,6 +48,7 @@ func run() error {
 	fs.StringVar(&opts.DeniedNamespaces, "denied-namespaces", setup.DefaultDeniedNamespaces, "comma-separated globs ('*', '?') of member namespaces no Work may write into; a Work naming one is not applied at all (reason NamespaceDenied). An empty value means the default. The agent's own namespace is always denied as well, even when this flag is overridden; cluster-scoped objects are always refused")
 	fs.StringVar(&opts.AllowedNamespaces, "allowed-namespaces", "", "comma-separated globs ('*', '?') of the only member namespaces Works may write into; empty allows every namespace --denied-namespaces does not deny")
 	fs.StringVar(&opts.DefaultPodSecurity, "default-pod-security", string(flotillav1.PodSecurityBaseline), "Pod Security Admission level (privileged, baseline or restricted) enforced on a namespace the agent creates for a Work whose spec.podSecurity is empty; existing namespaces are never relabelled")
+	fs.StringVar(&opts.PrometheusURL, "prometheus-url", "", "this member's Prometheus (e.g. http://prometheus.monitoring:9090), queried by the Prometheus signals of MyApps' spec.placement.healthShift; empty makes those signals Unknown (nothing shifts on them)")
 	fs.StringVar(&opts.AcceptFleetID, "accept-fleet-id", "", "serve the hub with this fleet id and record it, although this member's record (ConfigMap "+flotillav1.AgentIdentityConfigMapName+") names another fleet or cluster name: re-points the agent on purpose; remove the flag once it connected")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)

@@ -40,4 +40,8 @@ if need kwok; then
   echo "building kwok"
   (cd "$root/hack/tools/kwok" && go build -trimpath -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
 fi
+if need prometheus; then
+  echo "building prometheus (cold: ~6 min)"
+  (cd "$root/hack/tools/prometheus" && go build -trimpath -o "$bin/prometheus" github.com/prometheus/prometheus/cmd/prometheus)
+fi
 echo "testbed binaries present in $bin"

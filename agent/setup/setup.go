@@ -36,6 +36,7 @@ import (
 	"github.com/flotilla-dev/flotilla/agent/join"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
+	"github.com/flotilla-dev/flotilla/pkg/health"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
@@ -144,6 +145,9 @@ type Options struct {
 	// (--default-pod-security: privileged, baseline or restricted; empty
 	// means baseline).
 	DefaultPodSecurity string
+	// PrometheusURL is the member's Prometheus, which answers the
+	// Prometheus signals of health shifts; empty makes them Unknown.
+	PrometheusURL string
 	// Instance names this replica to the hub (default: $POD_NAME, else the
 	// hostname).
 	Instance string
@@ -286,6 +290,18 @@ func New(opts Options) (*Agent, error) {
 	}
 	applier := apply.New(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}, mgr.GetClient(), applyOpts)
 	store := works.NewStore(applier)
+	runner := &health.Runner{Works: store, Reader: mgr.GetClient()}
+	if opts.PrometheusURL != "" {
+		prom, err := health.NewPrometheus(opts.PrometheusURL, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--prometheus-url: %w", err)
+		}
+		runner.Prometheus = prom
+	}
+	store.SetHealth(runner.Status)
+	if err := mgr.Add(runner); err != nil {
+		return nil, err
+	}
 	summarizer := &capacity.Summarizer{Reader: mgr.GetAPIReader(), Interval: opts.ResourceInterval}
 	if err := mgr.Add(summarizer); err != nil {
 		return nil, err

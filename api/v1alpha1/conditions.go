@@ -38,6 +38,13 @@ const (
 	// flotilla-hub-status): True while more than the brake's share of the
 	// members fell silent at once, so the hub taints none of them.
 	ConditionPartitionBrake = "PartitionBrake"
+	// ConditionHealthShifted (MyApp, with spec.placement.healthShift):
+	// True while some cluster's share is cut (reason Degraded), False
+	// when every cluster has its normal share (reason AllHealthy), when
+	// every cluster is sick so nothing moves (reason AllClustersDegraded),
+	// or Unknown when a signal cannot be evaluated (reason SignalUnknown,
+	// the message naming the cluster, signal and error).
+	ConditionHealthShifted = "HealthShifted"
 )
 
 // Condition reasons.
@@ -74,6 +81,14 @@ const (
 	// was written, so no member runs the app half-configured; the message
 	// names each missing object and where it is referenced.
 	ReasonDependencyMissing = "DependencyMissing"
+
+	// Reasons of the HealthShifted condition and of shift events.
+	ReasonHealthDegraded      = "Degraded"
+	ReasonHealthRecovered     = "Recovered"
+	ReasonAllHealthy          = "AllHealthy"
+	ReasonAllClustersDegraded = "AllClustersDegraded"
+	ReasonSignalUnknown       = "SignalUnknown"
+	ReasonHTTPRouteSyncFailed = "HTTPRouteSyncFailed"
 
 	// ReasonApplied: the member applied the objects.
 	ReasonApplied = "Applied"

@@ -100,6 +100,11 @@ type MyAppSpec struct {
 	// +optional
 	Placement Placement `json:"placement,omitempty"`
 
+	// Traffic says where the effective traffic weights go besides
+	// status.traffic (see spec.placement.healthShift).
+	// +optional
+	Traffic *TrafficSpec `json:"traffic,omitempty"`
+
 	// Overrides change the rendered Deployment for the clusters they select,
 	// applied in list order after scheduling.
 	// +optional
@@ -674,6 +679,12 @@ type MyAppStatus struct {
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
 
+	// Traffic is the effective split of replicas and traffic under
+	// spec.placement.healthShift, and its last shifts. status.placement
+	// keeps the scheduler's normal split.
+	// +optional
+	Traffic *TrafficStatus `json:"traffic,omitempty"`
+
 	// Orphans lists the members that may still run objects of this app
 	// although the hub removed its Work there: the member did not confirm
 	// the deletion within the hub's --work-cleanup-timeout (it was
@@ -781,6 +792,12 @@ type ClusterAppStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	Dependencies []DependencyStatus `json:"dependencies,omitempty"`
+	// Signals are the health-shift signals as the cluster last evaluated
+	// them (with spec.placement.healthShift).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	Signals []SignalStatus `json:"signals,omitempty"`
 }
 
 // DependencyStatus is one dependency of an app in one cluster.

@@ -50,6 +50,11 @@ type Placement struct {
 	// spec.replicas.
 	// +optional
 	ReplicaScheduling *ReplicaSchedulingStrategy `json:"replicaScheduling,omitempty"`
+
+	// HealthShift moves replicas and traffic away from clusters where the
+	// app is unhealthy or slow, and back when they recover.
+	// +optional
+	HealthShift *HealthShift `json:"healthShift,omitempty"`
 }
 
 // ClusterAffinity selects member clusters. A cluster is selected when it

@@ -28,6 +28,9 @@ type WorkSpec struct {
 	// that already exists is left as it is.
 	// +optional
 	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
+	// Health is what the agent evaluates for the app's health shift.
+	// +optional
+	Health *WorkHealth `json:"health,omitempty"`
 }
 
 // Manifest is one Kubernetes object to apply.
@@ -56,6 +59,12 @@ type WorkStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	Manifests []ManifestStatus `json:"manifests,omitempty"`
+	// Health is the last evaluation of each signal of spec.health.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	Health []SignalStatus `json:"health,omitempty"`
 	// LastReportTime is when the agent last reported.
 	// +optional
 	LastReportTime *metav1.Time `json:"lastReportTime,omitempty"`

@@ -471,6 +471,7 @@ func Work(app *flotillav1.MyApp, cluster string, mc *flotillav1.MemberCluster, r
 			Manifests:      manifests,
 			DeletionPolicy: DeletionPolicy(app, mc),
 			PodSecurity:    podSecurity,
+			Health:         WorkHealth(app, cluster),
 		},
 	}
 	return w, deploymentReplicas(replicas, ov), nil

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -230,6 +231,10 @@ func Scheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	if err := flotillav1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	// HTTPRoutes whose weights spec.traffic.httpRoute has the hub write.
+	if err := gatewayv1.Install(s); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -43,6 +43,7 @@ type entry struct {
 type Store struct {
 	applier  *apply.Applier
 	reporter Reporter
+	health   HealthStatus
 	now      func() time.Time
 
 	mu    sync.RWMutex
@@ -66,6 +67,43 @@ func NewStore(applier *apply.Applier) *Store {
 
 // SetReporter sets where status goes (the sync client, once built).
 func (s *Store) SetReporter(r Reporter) { s.reporter = r }
+
+// HealthStatus gives the last evaluation of a Work's health signals (the
+// health Runner's Status).
+type HealthStatus func(name string, spec *flotillav1.WorkHealth) []flotillav1.SignalStatus
+
+// SetHealth sets where a Work's reported signals come from.
+func (s *Store) SetHealth(h HealthStatus) { s.health = h }
+
+// HealthWorks returns copies of the held Works that carry spec.health.
+func (s *Store) HealthWorks() []*flotillav1.Work {
+	s.mu.RLock()
+	entries := make([]*entry, 0, len(s.works))
+	for _, e := range s.works {
+		entries = append(entries, e)
+	}
+	s.mu.RUnlock()
+	var out []*flotillav1.Work
+	for _, e := range entries {
+		e.mu.Lock()
+		if e.work != nil && e.work.Spec.Health != nil {
+			out = append(out, e.work.DeepCopy())
+		}
+		e.mu.Unlock()
+	}
+	return out
+}
+
+// Wake makes the reconciler look at Work name again (its status is
+// computed and, when it changed, reported). A full buffer drops it.
+func (s *Store) Wake(name string) {
+	w := &flotillav1.Work{}
+	w.Name = name
+	select {
+	case s.events <- event.GenericEvent{Object: w}:
+	default:
+	}
+}
 
 func (s *Store) get(name string) *entry {
 	s.mu.RLock()
@@ -167,6 +205,9 @@ func (s *Store) reportLocked(ctx context.Context, e *entry) {
 	st, err := s.applier.Status(ctx, work, e.results, s.now())
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("reading live objects for status", "work", work.Name, "error", err.Error())
+	}
+	if s.health != nil {
+		st.Health = s.health(work.Name, work.Spec.Health)
 	}
 	if e.reported != nil && sameStatus(e.reported, &st) {
 		return

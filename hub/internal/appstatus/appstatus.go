@@ -8,6 +8,7 @@ package appstatus
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,6 +79,9 @@ func Cluster(v ClusterView) flotillav1.ClusterAppStatus {
 	}
 	if v.Work != nil {
 		st.Endpoints, st.Dependencies = objectsOf(v.Work)
+		if len(v.Work.Status.Health) > 0 {
+			st.Signals = slices.Clone(v.Work.Status.Health)
+		}
 	}
 	switch {
 	case v.Evicted != nil:

@@ -16,6 +16,20 @@ var (
 		Help: "Replicas of a MyApp in a member cluster, by kind (assigned, ready).",
 	}, []string{"namespace", "name", "cluster", "kind"})
 
+	// TrafficWeight is a MyApp's effective traffic share in one cluster,
+	// in percent, under spec.placement.healthShift.
+	TrafficWeight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "flotilla_myapp_traffic_weight_percent",
+		Help: "Effective traffic share of a MyApp in a member cluster under its health shift, in percent.",
+	}, []string{"namespace", "name", "cluster"})
+
+	// HealthShifts counts health shifts, by direction (Degraded,
+	// Recovered).
+	HealthShifts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_health_shifts_total",
+		Help: "Changes of a cluster's share of a MyApp by its health shift, by reason (Degraded, Recovered).",
+	}, []string{"namespace", "name", "cluster", "reason"})
+
 	// PlacementChanges counts decisions that changed where replicas run.
 	PlacementChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flotilla_placement_changes_total",
@@ -93,6 +107,6 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(MyAppReplicas, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusDropped,
+	ctrlmetrics.Registry.MustRegister(MyAppReplicas, TrafficWeight, HealthShifts, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusDropped,
 		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack, RolloutWaveDuration)
 }

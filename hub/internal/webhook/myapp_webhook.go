@@ -237,6 +237,8 @@ func ValidateMyApp(app *flotillav1.MyApp) (field.ErrorList, []string) {
 		errs = append(errs, validateServicePorts(s.Ports, spec.Child("service", "ports"))...)
 	}
 	errs = append(errs, validatePlacement(&app.Spec.Placement, spec.Child("placement"))...)
+	errs = append(errs, validateHealthShift(app.Spec.Placement.HealthShift, spec.Child("placement", "healthShift"))...)
+	errs = append(errs, validateTraffic(app.Spec.Traffic, spec.Child("traffic"))...)
 	oerrs, warnings := validateOverrides(app, base, spec.Child("overrides"))
 	return append(errs, oerrs...), warnings
 }

@@ -52,6 +52,7 @@ const (
 	clampManifestDuplicate = "manifest_duplicate"
 	clampWorkload          = "workload"
 	clampEndpoints         = "endpoints"
+	clampSignal            = "signal"
 	clampCountNegative     = "count_negative"
 	clampCountAboveBound   = "count_above_bound"
 	clampRateBacklogFull   = "rate_backlog_full"
@@ -278,7 +279,49 @@ func clampStatus(work *v1alpha1.Work, st *v1alpha1.WorkStatus) (*v1alpha1.WorkSt
 		}
 		out.Manifests = append(out.Manifests, ms)
 	}
+	out.Health = clampHealth(work.Spec.Health, st.Health, cut)
 	return out, cut
+}
+
+// MaxSignalValueLength bounds a signal's formatted value (the CRD's).
+const MaxSignalValueLength = 64
+
+// clampHealth keeps the signal reports that answer spec: one per signal
+// the Work asks for, in a known state, with a bounded value and message.
+// A report of a signal the Work does not have, a second report of one,
+// or an unknown state is dropped (the hub then sees the signal as not
+// reported: nothing shifts on it).
+func clampHealth(spec *v1alpha1.WorkHealth, in []v1alpha1.SignalStatus, cut clamped) []v1alpha1.SignalStatus {
+	if len(in) == 0 {
+		return nil
+	}
+	asked := sets.New[string]()
+	if spec != nil {
+		for _, s := range spec.Signals {
+			asked.Insert(s.Name)
+		}
+	}
+	var out []v1alpha1.SignalStatus
+	seen := sets.New[string]()
+	for _, s := range in {
+		switch {
+		case !asked.Has(s.Name) || seen.Has(s.Name):
+			cut.add(clampSignal)
+			continue
+		case s.State != v1alpha1.SignalOK && s.State != v1alpha1.SignalPending && s.State != v1alpha1.SignalBreaching && s.State != v1alpha1.SignalUnknown,
+			len(s.Value) > MaxSignalValueLength:
+			cut.add(clampSignal)
+			continue
+		}
+		seen.Insert(s.Name)
+		c := *s.DeepCopy()
+		if len(c.Message) > MaxStatusMessageLength {
+			c.Message = truncate.String(c.Message, MaxStatusMessageLength)
+			cut.add(clampMessage)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // clampConditions keeps the conditions an agent may write; see

@@ -34,6 +34,9 @@ type desiredState struct {
 	// failback window ending, a kept Work's grace period, a rollout's
 	// minSuccessTime or progressDeadline, a deleted Work's cleanup timeout.
 	requeueAfter time.Duration
+	// shift is the health shift's decision; nil without
+	// spec.placement.healthShift.
+	shift *placement.ShiftResult
 	// expired are deleted Works whose member did not confirm in time: the
 	// write step lets them go (status.orphans names their clusters).
 	expired []*flotillav1.Work
@@ -66,9 +69,14 @@ func desired(s *scope) (*desiredState, error) {
 		d.decision = result.Decision(app.Status.Placement, app.Generation, s.now)
 	}
 
+	// The health shift moves replicas off sick clusters: the Works follow
+	// the effective split, status.placement keeps the normal one.
+	effective, shift := healthShift(s, d.decision)
+	d.shift = shift
+
 	var revisions map[string]*flotillav1.RevisionTemplate
 	if rollout.Enabled(&app.Spec) {
-		targets, err := rolloutTargets(s, d.decision)
+		targets, err := rolloutTargets(s, effective)
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +85,7 @@ func desired(s *scope) (*desiredState, error) {
 	}
 	var err error
 	podSecurity := nspolicy.PodSecurity(app.Namespace, s.policies)
-	if d.works, err = planWorks(app, d.decision, s.clusters, s.works, revisions, podSecurity, s.maxWorkBytes, s.deps, s.now); err != nil {
+	if d.works, err = planWorks(app, effective, s.clusters, s.works, revisions, podSecurity, s.maxWorkBytes, s.deps, s.now); err != nil {
 		return nil, err
 	}
 	var cleanupDue time.Duration
@@ -95,6 +103,9 @@ func desired(s *scope) (*desiredState, error) {
 	d.requeueAfter = earliest(earliest(d.works.requeueAfter, result.RequeueAfter), cleanupDue)
 	if d.rollout != nil {
 		d.requeueAfter = earliest(d.requeueAfter, d.rollout.RequeueAfter)
+	}
+	if d.shift != nil {
+		d.requeueAfter = earliest(d.requeueAfter, d.shift.RequeueAfter)
 	}
 	return d, nil
 }
@@ -174,6 +185,20 @@ func newStatus(app *flotillav1.MyApp, d *desiredState, in appstatus.Input) floti
 				c = rc
 			}
 		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	if app.Spec.Placement.HealthShift == nil {
+		meta.RemoveStatusCondition(&st.Conditions, flotillav1.ConditionHealthShifted)
+	}
+	switch {
+	case app.Spec.Placement.HealthShift == nil && d.shift == nil:
+		st.Traffic = nil
+	case d.shift != nil && app.Spec.Placement.HealthShift == nil:
+		st.Traffic = d.shift.Status
+	case d.shift != nil:
+		st.Traffic = d.shift.Status
+		c := d.shift.Condition
+		c.ObservedGeneration = app.Generation
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	st.ObservedGeneration = app.Generation

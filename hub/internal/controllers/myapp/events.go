@@ -8,6 +8,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/rollout"
 )
 
@@ -65,6 +66,25 @@ func (r *Reconciler) exportMetrics(app *flotillav1.MyApp, clusters []flotillav1.
 
 func (r *Reconciler) clearMetrics(app *flotillav1.MyApp) {
 	metrics.MyAppReplicas.DeletePartialMatch(map[string]string{"namespace": app.Namespace, "name": app.Name})
+	metrics.TrafficWeight.DeletePartialMatch(map[string]string{"namespace": app.Namespace, "name": app.Name})
+}
+
+// recordShift emits an event per health shift, counts them and publishes
+// the traffic weights.
+func (r *Reconciler) recordShift(app *flotillav1.MyApp, res *placement.ShiftResult) {
+	for _, sh := range res.Shifts {
+		metrics.HealthShifts.WithLabelValues(app.Namespace, app.Name, sh.Cluster, sh.Reason).Inc()
+		if sh.Reason == flotillav1.ReasonHealthDegraded {
+			r.event(app, corev1.EventTypeWarning, sh.Reason, "HealthShift", "cluster %s: signal %s is %s, above its threshold: share cut from %d%% to %d%% of the app",
+				sh.Cluster, sh.Signal, sh.Value, sh.FromPercent, sh.ToPercent)
+		} else {
+			r.event(app, corev1.EventTypeNormal, sh.Reason, "HealthShift", "cluster %s: signals OK for the recovery window: share raised from %d%% to %d%% of the app",
+				sh.Cluster, sh.FromPercent, sh.ToPercent)
+		}
+	}
+	for _, c := range res.Status.Clusters {
+		metrics.TrafficWeight.WithLabelValues(app.Namespace, app.Name, c.Name).Set(float64(c.Weight))
+	}
 }
 
 // recordRollout emits the step's events and counts it.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -131,7 +132,7 @@ func (p *plan) target(app *flotillav1.MyApp, tc flotillav1.TargetCluster, mc *fl
 		return nil
 	}
 	if cur == nil || !render.SameManifests(cur.Spec.Manifests, desired.Spec.Manifests) || render.PolicyOf(cur) != desired.Spec.DeletionPolicy ||
-		cur.Spec.PodSecurity != desired.Spec.PodSecurity ||
+		cur.Spec.PodSecurity != desired.Spec.PodSecurity || !equality.Semantic.DeepEqual(cur.Spec.Health, desired.Spec.Health) ||
 		!labelsContain(cur.Labels, desired.Labels) || !slices.Contains(cur.Finalizers, flotillav1.WorkFinalizer) {
 		p.apply = append(p.apply, desired)
 		// The member has not seen this spec yet.

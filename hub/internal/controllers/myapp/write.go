@@ -67,6 +67,17 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 		status.ObservedGeneration = s.app.Status.ObservedGeneration
 	}
 	r.exportMetrics(s.app, status.Clusters)
+	requeueAfter := d.requeueAfter
+	if d.shift != nil {
+		r.recordShift(s.app, d.shift)
+		if t := s.app.Spec.Traffic; t != nil && t.HTTPRoute != nil && status.Traffic != nil {
+			hr, retry := r.syncHTTPRoute(ctx, s.app, status.Traffic)
+			status.Traffic.HTTPRoute = hr
+			if retry {
+				requeueAfter = earliest(requeueAfter, httpRouteRetry)
+			}
+		}
+	}
 	statusErr := r.writeStatus(ctx, base, status, progressive)
 	var expiredErr error
 	if statusErr == nil && len(d.expired) > 0 {
@@ -77,10 +88,10 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 	if err := errors.Join(writeErr, finalizerErr, statusErr, expiredErr); err != nil {
 		return reconcile.Result{}, err
 	}
-	if d.requeueAfter > 0 {
-		log.FromContext(ctx).V(1).Info("requeue for a time-driven change", "after", d.requeueAfter)
+	if requeueAfter > 0 {
+		log.FromContext(ctx).V(1).Info("requeue for a time-driven change", "after", requeueAfter)
 	}
-	return reconcile.Result{RequeueAfter: d.requeueAfter}, nil
+	return reconcile.Result{RequeueAfter: requeueAfter}, nil
 }
 
 // writeRollout records a Progressive rollout's new state before any Work is
