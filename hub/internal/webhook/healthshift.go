@@ -40,8 +40,12 @@ func validateHealthShift(hs *flotillav1.HealthShift, path *field.Path) field.Err
 			continue
 		}
 		if t := expr.Type(); t != parser.ValueTypeVector && t != parser.ValueTypeScalar {
+			what := string(t)
+			if t == parser.ValueTypeMatrix {
+				what = "matrix (a range vector)"
+			}
 			errs = append(errs, field.Invalid(sp.Child("query"), s.Query,
-				fmt.Sprintf("evaluates to a %s; it must give an instant vector of one series or a scalar", t)))
+				fmt.Sprintf("evaluates to a %s; it must give an instant vector of one series or a scalar", what)))
 		}
 	}
 	for _, d := range []struct {
