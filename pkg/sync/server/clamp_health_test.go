@@ -47,7 +47,7 @@ func TestClampHealth(t *testing.T) {
 		wantCut: 1,
 	}, {
 		name: "an unknown state and an oversized value", work: w,
-		report: []v1alpha1.SignalStatus{{Name: "latency", State: "Dying"}, {Name: "crashes", State: v1alpha1.SignalOK, Value: strings.Repeat("9", 65)}},
+		report:  []v1alpha1.SignalStatus{{Name: "latency", State: "Dying"}, {Name: "crashes", State: v1alpha1.SignalOK, Value: strings.Repeat("9", 65)}},
 		wantCut: 2,
 	}, {
 		name: "a Work without spec.health takes no signal", work: endpointsWork(t),
