@@ -27,6 +27,14 @@ type PushSpec struct {
 	// RBAC in deploy/agent grants. A changed Secret is picked up within
 	// seconds, without a restart.
 	KubeconfigSecretRef SecretKeyRef `json:"kubeconfigSecretRef"`
+	// PrometheusURL is the member's Prometheus, which the hub queries for
+	// the Prometheus signals of MyApps' spec.placement.healthShift (an
+	// agent does this for a Pull member, with its --prometheus-url).
+	// Empty makes those signals Unknown, so nothing shifts on them.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +optional
+	PrometheusURL string `json:"prometheusURL,omitempty"`
 }
 
 // SecretKeyRef names a key of a Secret in the hub's own namespace.

@@ -2,15 +2,18 @@ package setup
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/controllers/membercluster"
 	"github.com/flotilla-dev/flotilla/hub/internal/push"
 	"github.com/flotilla-dev/flotilla/hub/internal/syncbridge"
@@ -56,6 +59,16 @@ func setupPush(ctx context.Context, mgr ctrl.Manager, opts Options, scheme *runt
 		},
 		Fence:              fence,
 		Scheme:             scheme,
+		PrometheusURL: func(ctx context.Context, member string) (string, error) {
+			mc := &flotillav1.MemberCluster{}
+			if err := mgr.GetClient().Get(ctx, client.ObjectKey{Name: member}, mc); err != nil {
+				return "", fmt.Errorf("reading MemberCluster %s for its Prometheus URL: %w", member, err)
+			}
+			if mc.Spec.Push == nil {
+				return "", nil
+			}
+			return mc.Spec.Push.PrometheusURL, nil
+		},
 		Version:            Version,
 		Instance:           instance,
 		HeartbeatInterval:  opts.PushHeartbeatInterval,

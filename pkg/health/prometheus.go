@@ -2,9 +2,11 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -55,4 +57,41 @@ func (p *Prometheus) Query(ctx context.Context, query string) (float64, error) {
 		return 0, fmt.Errorf("query %q returned %v", query, f)
 	}
 	return f, nil
+}
+
+// URLQuerier queries the Prometheus whose URL lookup gives at each query,
+// reusing the client while the URL stays the same: a push member's URL
+// (spec.push.prometheusURL) may change while the hub runs.
+type URLQuerier struct {
+	// Lookup returns the URL; "" means none is configured.
+	Lookup func(ctx context.Context) (string, error)
+	// None is the error's text when no URL is configured.
+	None string
+
+	mu   sync.Mutex
+	url  string
+	prom *Prometheus
+}
+
+// Query implements Querier.
+func (q *URLQuerier) Query(ctx context.Context, query string) (float64, error) {
+	url, err := q.Lookup(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if url == "" {
+		return 0, errors.New(q.None)
+	}
+	q.mu.Lock()
+	if q.prom == nil || q.url != url {
+		p, err := NewPrometheus(url, nil)
+		if err != nil {
+			q.mu.Unlock()
+			return 0, err
+		}
+		q.prom, q.url = p, url
+	}
+	p := q.prom
+	q.mu.Unlock()
+	return p.Query(ctx, query)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/flotilla-dev/flotilla/agent/capacity"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
+	"github.com/flotilla-dev/flotilla/pkg/health"
 	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 	"github.com/flotilla-dev/flotilla/pkg/works"
@@ -73,6 +74,9 @@ type Engine struct {
 	Fence func(ctx context.Context) error
 	// Scheme reads the members' typed objects.
 	Scheme *runtime.Scheme
+	// PrometheusURL gives a member's spec.push.prometheusURL (nil: none),
+	// for the Prometheus signals of health shifts.
+	PrometheusURL func(ctx context.Context, member string) (string, error)
 	// Version and Instance describe this hub in MemberCluster status.
 	Version, Instance string
 	// HeartbeatInterval is how often each member's /readyz is asked
@@ -280,6 +284,17 @@ func (e *Engine) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 	m.applier.SetIdentity(fleet, m.name)
 	m.store = works.NewStore(m.applier)
 	m.store.SetReporter(reporter{sink: e.Status, cluster: m.name})
+	// The health-shift signals, evaluated here as an agent would.
+	runner := &health.Runner{Works: m.store, Reader: cl.GetClient(), Prometheus: &health.URLQuerier{
+		Lookup: func(ctx context.Context) (string, error) {
+			if e.PrometheusURL == nil {
+				return "", nil
+			}
+			return e.PrometheusURL(ctx, m.name)
+		},
+		None: "no Prometheus is configured for Push member " + m.name + " (spec.push.prometheusURL)",
+	}}
+	m.store.SetHealth(runner.Status)
 	e.mu.Lock()
 	e.members[m.name] = m
 	e.mu.Unlock()
@@ -287,6 +302,7 @@ func (e *Engine) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 		_ = m.summary.Start(ctx)
 	}()
 	go e.health(ctx, m, fleet)
+	go func() { _ = runner.Start(ctx) }()
 	go func() {
 		<-ctx.Done()
 		e.mu.Lock()
