@@ -57,8 +57,8 @@ func setupPush(ctx context.Context, mgr ctrl.Manager, opts Options, scheme *runt
 		FleetID: func(ctx context.Context) (string, error) {
 			return ensureFleetID(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
 		},
-		Fence:              fence,
-		Scheme:             scheme,
+		Fence:  fence,
+		Scheme: scheme,
 		PrometheusURL: func(ctx context.Context, member string) (string, error) {
 			mc := &flotillav1.MemberCluster{}
 			if err := mgr.GetClient().Get(ctx, client.ObjectKey{Name: member}, mc); err != nil {
