@@ -39,8 +39,10 @@ type Querier interface {
 // Works is where the Runner finds the Works to evaluate and whom to tell
 // of a change (the agent's works.Store).
 type Works interface {
-	// HealthWorks returns the held Works that carry spec.health.
-	HealthWorks() []*v1alpha1.Work
+	// HealthWorks returns copies of the held Works that carry spec.health
+	// and are due (due is called under the Work's own lock, cheaply), and
+	// the names of all held Works with spec.health.
+	HealthWorks(due func(name string, uid types.UID) bool) ([]*v1alpha1.Work, []string)
 	// Wake makes the Work's status be computed and reported again.
 	Wake(name string)
 }
@@ -108,21 +110,21 @@ func (r *Runner) clock() time.Time {
 // RunDue evaluates every Work whose evaluation is due, wakes those whose
 // signal states changed and forgets Works no longer held.
 func (r *Runner) RunDue(ctx context.Context) {
-	works := r.Works.HealthWorks()
-	held := make(map[string]bool, len(works))
-	for _, w := range works {
-		held[w.Name] = true
-		now := r.clock()
+	now := r.clock()
+	works, names := r.Works.HealthWorks(func(name string, uid types.UID) bool {
 		r.mu.Lock()
-		ws := r.works[w.Name]
-		due := ws == nil || ws.uid != w.UID || !now.Before(ws.next)
-		r.mu.Unlock()
-		if !due {
-			continue
-		}
-		if r.Evaluate(ctx, w, now) {
+		defer r.mu.Unlock()
+		ws := r.works[name]
+		return ws == nil || ws.uid != uid || !now.Before(ws.next)
+	})
+	for _, w := range works {
+		if r.Evaluate(ctx, w, r.clock()) {
 			r.Works.Wake(w.Name)
 		}
+	}
+	held := make(map[string]bool, len(names))
+	for _, n := range names {
+		held[n] = true
 	}
 	r.mu.Lock()
 	for name := range r.works {

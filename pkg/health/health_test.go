@@ -165,3 +165,54 @@ func TestWorkloadSignals(t *testing.T) {
 		}
 	}
 }
+
+// heldWorks is a Works holding a fixed list and recording wake-ups.
+type heldWorks struct {
+	works []*v1alpha1.Work
+	woken []string
+}
+
+func (h *heldWorks) HealthWorks(due func(string, types.UID) bool) ([]*v1alpha1.Work, []string) {
+	var out []*v1alpha1.Work
+	var names []string
+	for _, w := range h.works {
+		names = append(names, w.Name)
+		if due(w.Name, w.UID) {
+			out = append(out, w.DeepCopy())
+		}
+	}
+	return out, names
+}
+func (h *heldWorks) Wake(name string) { h.woken = append(h.woken, name) }
+
+// TestRunDue: a Work is evaluated when due only, its reporter is woken
+// only when a state changed, and a Work no longer held is forgotten.
+func TestRunDue(t *testing.T) {
+	q := &values{v: 0.02}
+	held := &heldWorks{works: []*v1alpha1.Work{latencyWork(time.Second)}}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r := &Runner{Works: held, Prometheus: q, now: func() time.Time { return now }}
+	ctx := context.Background()
+
+	r.RunDue(ctx) // first evaluation: OK is news
+	now = now.Add(500 * time.Millisecond)
+	q.v = 0.5
+	r.RunDue(ctx) // not due yet (interval 1s): the raise is not seen
+	if st := r.Status("shop-web", held.works[0].Spec.Health); st[0].State != v1alpha1.SignalOK {
+		t.Fatalf("evaluated before the interval: state %s", st[0].State)
+	}
+	now = now.Add(500 * time.Millisecond)
+	r.RunDue(ctx) // due: Pending
+	now = now.Add(time.Second)
+	r.RunDue(ctx) // Breaching
+	now = now.Add(time.Second)
+	r.RunDue(ctx) // still Breaching: no wake-up
+	if want := []string{"shop-web", "shop-web", "shop-web"}; len(held.woken) != len(want) {
+		t.Fatalf("woken %v, want %v (OK, Pending, Breaching)", held.woken, want)
+	}
+	held.works = nil
+	r.RunDue(ctx)
+	if len(r.works) != 0 {
+		t.Fatalf("a Work no longer held is still tracked: %v", r.works)
+	}
+}

@@ -75,8 +75,10 @@ type HealthStatus func(name string, spec *flotillav1.WorkHealth) []flotillav1.Si
 // SetHealth sets where a Work's reported signals come from.
 func (s *Store) SetHealth(h HealthStatus) { s.health = h }
 
-// HealthWorks returns copies of the held Works that carry spec.health.
-func (s *Store) HealthWorks() []*flotillav1.Work {
+// HealthWorks returns copies of the held Works that carry spec.health
+// and that due (nil: all) says are due for an evaluation, and the names of
+// all held Works with spec.health.
+func (s *Store) HealthWorks(due func(name string, uid types.UID) bool) ([]*flotillav1.Work, []string) {
 	s.mu.RLock()
 	entries := make([]*entry, 0, len(s.works))
 	for _, e := range s.works {
@@ -84,14 +86,18 @@ func (s *Store) HealthWorks() []*flotillav1.Work {
 	}
 	s.mu.RUnlock()
 	var out []*flotillav1.Work
+	var names []string
 	for _, e := range entries {
 		e.mu.Lock()
 		if e.work != nil && e.work.Spec.Health != nil {
-			out = append(out, e.work.DeepCopy())
+			names = append(names, e.work.Name)
+			if due == nil || due(e.work.Name, e.work.UID) {
+				out = append(out, e.work.DeepCopy())
+			}
 		}
 		e.mu.Unlock()
 	}
-	return out
+	return out, names
 }
 
 // Wake makes the reconciler look at Work name again (its status is
