@@ -39,11 +39,12 @@ const (
 	// members fell silent at once, so the hub taints none of them.
 	ConditionPartitionBrake = "PartitionBrake"
 	// ConditionHealthShifted (MyApp, with spec.placement.healthShift):
-	// True while some cluster's share is cut (reason Degraded), False
-	// when every cluster has its normal share (reason AllHealthy), when
-	// every cluster is sick so nothing moves (reason AllClustersDegraded),
-	// or Unknown when a signal cannot be evaluated (reason SignalUnknown,
-	// the message naming the cluster, signal and error).
+	// True while some cluster's share is cut, False while every cluster
+	// has its normal share, Unknown when a signal cannot be evaluated
+	// (reason SignalUnknown, the message naming the cluster, signal and
+	// error). The reason otherwise: AllClustersDegraded when a sick
+	// cluster cannot be cut because no healthy uncut cluster is left
+	// (nothing moves), else Degraded (True) or AllHealthy (False).
 	ConditionHealthShifted = "HealthShifted"
 )
 

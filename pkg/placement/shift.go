@@ -313,7 +313,12 @@ func shiftCondition(cur []v1alpha1.ClusterTraffic, obs []observation, blocked []
 		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.ReasonSignalUnknown
 		cond.Message = "a signal cannot be evaluated, so its cluster's share does not move: " + strings.Join(unknown, "; ")
 	case len(blocked) > 0:
+		// Status says whether a share is cut; the reason that a sick
+		// cluster has nowhere to go.
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonAllClustersDegraded
+		if len(cut) > 0 {
+			cond.Status = metav1.ConditionTrue
+		}
 		cond.Message = "no healthy cluster to shift to, nothing moves: " + strings.Join(blocked, "; ")
 	case len(cut) > 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonHealthDegraded

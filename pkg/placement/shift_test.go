@@ -692,9 +692,9 @@ func TestShiftAllSick(t *testing.T) {
 		runShift(t, shiftRun{policy: shPolicy(), divided: true, normal: "member-1=8 member-2=2"}, []shiftStep{
 			{at: 0, report: ok2("Breaching 0.12", "OK 0.02"), replicas: "member-1=2 member-2=8"},
 			{at: 5 * s, report: ok2("Breaching 0.12", "Breaching 0.2"), replicas: "member-1=2 member-2=8", caps: "member-1=20 member-2=100",
-				shifts: "-", cond: "False AllClustersDegraded", condMsg: []string{"member-2", "cut: member-1 at most 20%"}},
+				shifts: "-", cond: "True AllClustersDegraded", condMsg: []string{"member-2", "cut: member-1 at most 20%"}},
 			// member-1 OK again but still cut: member-2 still may not be cut.
-			{at: 10 * s, report: ok2("OK 0.05", "Breaching 0.2"), caps: "member-1=20 member-2=100", shifts: "-", cond: "False AllClustersDegraded"},
+			{at: 10 * s, report: ok2("OK 0.05", "Breaching 0.2"), caps: "member-1=20 member-2=100", shifts: "-", cond: "True AllClustersDegraded"},
 			// member-1 recovers; only then can member-2 be cut (in this call,
 			// as member-1 comes first, or the next: see TestShiftRecoveryUnblocksCut).
 			{at: 40 * s, report: ok2("OK 0.05", "Breaching 0.2"), check: func(t *testing.T, r ShiftResult) {
@@ -715,7 +715,7 @@ func TestShiftAllSick(t *testing.T) {
 				shifts: "member-2 100->20 Degraded latency=0.2", cond: "True Degraded"},
 			{at: 10 * s, report: map[string]string{"member-1": "Breaching 0.12", "member-2": "Breaching 0.2", "member-3": "Breaching 0.3"},
 				replicas: "member-1=2 member-2=2 member-3=6", caps: "member-1=20 member-2=20 member-3=100",
-				shifts: "-", cond: "False AllClustersDegraded", condMsg: []string{"member-3", "cut: member-1 at most 20%", "member-2 at most 20%"}},
+				shifts: "-", cond: "True AllClustersDegraded", condMsg: []string{"member-3", "cut: member-1 at most 20%", "member-2 at most 20%"}},
 		})
 	})
 	t.Run("two of three breach at once: both cut, the third takes all", func(t *testing.T) {
@@ -740,8 +740,8 @@ func TestShiftRecoveryUnblocksCut(t *testing.T) {
 			rep := func(s1, s2 string) map[string]string { return map[string]string{sick: s1, well: s2} }
 			res := runShift(t, shiftRun{policy: shPolicy(), divided: true, normal: "a=5 b=5"}, []shiftStep{
 				{at: 0, report: rep("OK 0", "Breaching 0.12")},
-				{at: 5 * s, report: rep("Breaching 0.2", "Breaching 0.12"), cond: "False AllClustersDegraded"},
-				{at: 10 * s, report: rep("Breaching 0.2", "OK 0.01"), cond: "False AllClustersDegraded"},
+				{at: 5 * s, report: rep("Breaching 0.2", "Breaching 0.12"), cond: "True AllClustersDegraded"},
+				{at: 10 * s, report: rep("Breaching 0.2", "OK 0.01"), cond: "True AllClustersDegraded"},
 				{at: 40 * s, report: rep("Breaching 0.2", "OK 0.01")}, // well recovers
 				{at: 45 * s, report: rep("Breaching 0.2", "OK 0.01"), cond: "True Degraded"},
 			})

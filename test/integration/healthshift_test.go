@@ -461,11 +461,9 @@ func TestHealthShiftMovesReplicasOffACrashLoopingCluster(t *testing.T) {
 			if err := wantSignals(got, flotillav1.SignalBreaching, shiftMembers...); err != nil {
 				return err
 			}
-			// The status is not pinned: the API says True while a
-			// cluster is cut (member-1 is) and False when every cluster
-			// is sick; the reason and message are what this case is
-			// about.
-			return wantHealthShifted(got, "", flotillav1.ReasonAllClustersDegraded, "no healthy cluster to shift to", "member-2 (")
+			// True: member-1's share is cut; the reason says member-2
+			// has nowhere to go.
+			return wantHealthShifted(got, metav1.ConditionTrue, flotillav1.ReasonAllClustersDegraded, "no healthy cluster to shift to", "member-2 (")
 		}
 		eventually(t, "HealthShifted AllClustersDegraded naming member-2, both clusters Breaching", shiftTimeout, blocked)
 		consistently(t, "member-2 keeping its 8 replicas and member-1 its cut", 5*time.Second, blocked)
@@ -615,6 +613,9 @@ func TestHealthShiftWritesHTTPRouteWeights(t *testing.T) {
 				"member-1": {weight: 80, replicas: 8, normal: 8, capPercent: 100, state: flotillav1.HealthStateHealthy},
 				"member-2": {weight: 20, replicas: 2, normal: 2, capPercent: 100, state: flotillav1.HealthStateHealthy},
 			})
+		})
+		eventually(t, "a Warning event HTTPRouteSyncFailed on MyApp api naming route missing", shiftTimeout, func() error {
+			return f.wantEvent(ctx, api, corev1.EventTypeWarning, flotillav1.ReasonHTTPRouteSyncFailed, "missing")
 		})
 		// The weights of the app's own route stay as they are.
 		if err := wantRoute(map[string]string{"web-member-1": "20", "web-member-2": "80"})(); err != nil {

@@ -72,6 +72,10 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 		r.recordShift(s.app, d.shift)
 		if t := s.app.Spec.Traffic; t != nil && t.HTTPRoute != nil && status.Traffic != nil {
 			hr, retry := r.syncHTTPRoute(ctx, s.app, status.Traffic)
+			if !hr.Synced && (s.app.Status.Traffic == nil || s.app.Status.Traffic.HTTPRoute == nil || *s.app.Status.Traffic.HTTPRoute != *hr) {
+				// Once per new message, not on every retry.
+				r.event(s.app, corev1.EventTypeWarning, flotillav1.ReasonHTTPRouteSyncFailed, "HTTPRoute", "%s", hr.Message)
+			}
 			status.Traffic.HTTPRoute = hr
 			if retry {
 				requeueAfter = earliest(requeueAfter, httpRouteRetry)
