@@ -81,24 +81,39 @@ func (f *Fleet) PrometheusURL(member string) string {
 
 // SetGauge sets the gauge name{cluster="<member>"} that member's
 // Prometheus scrapes to value; its next scrape (within a second) sees it.
-func (f *Fleet) SetGauge(member, name string, value float64) {
-	if e := f.testExporter(); e != nil {
-		e.Set(member, name, map[string]string{"cluster": member}, value)
+// It may be set before the member has a Prometheus.
+func (f *Fleet) SetGauge(member, name string, value float64) error {
+	e, err := f.testExporter()
+	if err != nil {
+		return err
 	}
+	e.Set(member, name, map[string]string{"cluster": member}, value)
+	return nil
 }
 
 // DeleteGauge removes the gauge name{cluster="<member>"}: once scraped,
 // queries for it return nothing.
-func (f *Fleet) DeleteGauge(member, name string) {
-	if e := f.testExporter(); e != nil {
-		e.Delete(member, name, map[string]string{"cluster": member})
+func (f *Fleet) DeleteGauge(member, name string) error {
+	e, err := f.testExporter()
+	if err != nil {
+		return err
 	}
+	e.Delete(member, name, map[string]string{"cluster": member})
+	return nil
 }
 
-func (f *Fleet) testExporter() *testbed.Exporter {
+// testExporter is the fleet's exporter, started the first time.
+func (f *Fleet) testExporter() (*testbed.Exporter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.exporter
+	if f.exporter == nil {
+		e, err := testbed.StartExporter()
+		if err != nil {
+			return nil, fmt.Errorf("starting the test exporter: %w", err)
+		}
+		f.exporter = e
+	}
+	return f.exporter, nil
 }
 
 // startPrometheus starts member's Prometheus (and the exporter, the
@@ -107,17 +122,9 @@ func (f *Fleet) startPrometheus(ctx context.Context, member string) error {
 	if f.push[member] {
 		return fmt.Errorf("%s runs in Push mode: it has no agent to query a Prometheus", member)
 	}
-	f.mu.Lock()
-	e := f.exporter
-	f.mu.Unlock()
-	if e == nil {
-		var err error
-		if e, err = testbed.StartExporter(); err != nil {
-			return fmt.Errorf("starting the test exporter: %w", err)
-		}
-		f.mu.Lock()
-		f.exporter = e
-		f.mu.Unlock()
+	e, err := f.testExporter()
+	if err != nil {
+		return err
 	}
 	name := "prometheus-" + member
 	p, err := testbed.StartPrometheus(ctx, testbed.PrometheusConfig{
