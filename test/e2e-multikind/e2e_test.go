@@ -111,6 +111,21 @@ func TestProgressiveRolloutRollback(t *testing.T) {
 func TestProgressiveRolloutPaused(t *testing.T) {
 	ProgressivePausedSpec(t, input(t, "paused"))
 }
+
+// TestHealthShift gives the first two Pull members a Prometheus each,
+// whose agents query it for the test (skipped on providers that cannot),
+// installs the HTTPRoute CRD on the hub, and runs the health-shift specs
+// on those members, each in a namespace of its own.
+func TestHealthShift(t *testing.T) {
+	mp, members := healthShiftMembers(t)
+	installHTTPRouteCRD(t)
+	t.Run("PrometheusSignal", func(t *testing.T) {
+		HealthShiftPrometheusSpec(t, input(t, "hs-prometheus"), mp, members)
+	})
+	t.Run("WorkloadSignal", func(t *testing.T) { HealthShiftWorkloadSpec(t, input(t, "hs-workload"), members) })
+	t.Run("AllClustersSick", func(t *testing.T) { HealthShiftAllSickSpec(t, input(t, "hs-all-sick"), mp, members) })
+	t.Run("UnknownSignal", func(t *testing.T) { HealthShiftUnknownSpec(t, input(t, "hs-unknown"), members) })
+}
 func TestSyncModeSwitch(t *testing.T)      { SyncModeSwitchSpec(t, input(t, "switch")) }
 func TestBadKubeconfig(t *testing.T)       { BadKubeconfigSpec(t, input(t, "bad-kubeconfig")) }
 func TestAgentLeaderFailover(t *testing.T) { AgentLeaderFailoverSpec(t, input(t, "agent")) }

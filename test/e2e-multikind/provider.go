@@ -83,6 +83,27 @@ type SyncModeSwitcher interface {
 	SetSyncMode(ctx context.Context, member string, mode flotillav1.SyncMode) error
 }
 
+// MetricsProvider is a provider that can give members a Prometheus whose
+// data a spec controls (the testbed): the health-shift specs' Prometheus
+// signals query it through the agents' --prometheus-url, and skip on
+// providers that cannot.
+type MetricsProvider interface {
+	// StartPrometheus gives each member (in Pull mode) a Prometheus that
+	// scrapes the provider's test exporter every second, and starts the
+	// member's agents again with --prometheus-url pointing at it. It
+	// returns once every Prometheus has scraped the exporter and an agent
+	// of every member leads again.
+	StartPrometheus(ctx context.Context, members ...string) error
+	// StopPrometheus undoes StartPrometheus: the agents run without
+	// --prometheus-url again and the Prometheus servers are stopped.
+	StopPrometheus(ctx context.Context, members ...string) error
+	// SetGauge sets the gauge name{cluster="<member>"} in the exporter
+	// member's Prometheus scrapes; the next scrape sees it.
+	SetGauge(member, name string, value float64) error
+	// DeleteGauge removes that gauge: queries for it return nothing.
+	DeleteGauge(member, name string) error
+}
+
 // PausedAgent is one agent process that PauseAgent froze: that process,
 // by the PID it had, not whichever process runs under the replica's name
 // later.

@@ -266,6 +266,31 @@ func (p *pausedProcess) signal(sig syscall.Signal) error {
 	return nil
 }
 
+var _ MetricsProvider = &testbedProvider{}
+
+// StartPrometheus runs bin/prometheus per member (fleet.StartPrometheus):
+// on a free loopback port, its storage in the fleet's folder, scraping
+// the fleet's in-process exporter every second; the members' agents are
+// started again with --prometheus-url. Its log is in the fleet's logs
+// (prometheus-<member>.log).
+func (p *testbedProvider) StartPrometheus(ctx context.Context, members ...string) error {
+	return p.fleet.StartPrometheus(ctx, members...)
+}
+
+// StopPrometheus starts the agents again without --prometheus-url and
+// stops the Prometheus processes by their PIDs.
+func (p *testbedProvider) StopPrometheus(ctx context.Context, members ...string) error {
+	return p.fleet.StopPrometheus(ctx, members...)
+}
+
+func (p *testbedProvider) SetGauge(member, name string, value float64) error {
+	return p.fleet.SetGauge(member, name, value)
+}
+
+func (p *testbedProvider) DeleteGauge(member, name string) error {
+	return p.fleet.DeleteGauge(member, name)
+}
+
 // HubMetrics is the hub process's /metrics text ("" when it does not
 // answer).
 func (p *testbedProvider) HubMetrics() string { return fleet.Scrape(p.fleet.HubMetricsAddr()) }

@@ -65,6 +65,12 @@ type Config struct {
 	// PushSecretName(name) in the hub's flotilla-system and creates their
 	// MemberClusters in Push mode, and the hub applies their Works.
 	PushMembers []string
+	// Prometheus starts, for every member the fleet joins in Pull mode, a
+	// real Prometheus (bin/prometheus) scraping the fleet's test exporter
+	// every second, and runs the member's agents with --prometheus-url
+	// pointing at it (see StartPrometheus, which does the same later for
+	// chosen members). Off by default: nothing else pays for it.
+	Prometheus bool
 }
 
 // Fleet is a running local Flotilla.
@@ -94,6 +100,12 @@ type Fleet struct {
 	agents map[string][]*Supervised
 	// push holds the members in Push mode.
 	push map[string]bool
+	// prometheus holds the members' Prometheus servers (StartPrometheus);
+	// their agents run with --prometheus-url.
+	prometheus map[string]*testbed.Prometheus
+	// exporter serves the gauges the members' Prometheus servers scrape;
+	// started with the first of them.
+	exporter *testbed.Exporter
 }
 
 // Scheme returns a scheme with core types and Flotilla's.
@@ -139,7 +151,8 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	f = &Fleet{cfg: cfg, scheme: Scheme(), members: map[string]client.Client{}, agents: map[string][]*Supervised{}, push: map[string]bool{}}
+	f = &Fleet{cfg: cfg, scheme: Scheme(), members: map[string]client.Client{}, agents: map[string][]*Supervised{}, push: map[string]bool{},
+		prometheus: map[string]*testbed.Prometheus{}}
 	for _, name := range cfg.PushMembers {
 		f.push[name] = true
 	}
@@ -213,6 +226,13 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 
 	if err := f.startHub(); err != nil {
 		return nil, err
+	}
+	if cfg.Prometheus {
+		for _, m := range pulled {
+			if err := f.startPrometheus(ctx, m); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for _, m := range pulled {
 		if err := f.StartAgents(m); err != nil {
@@ -350,13 +370,26 @@ func (f *Fleet) startHub() error {
 
 // startAgent starts agent replica i of member.
 func (f *Fleet) startAgent(member string, i int) error {
-	metrics, err := freeAddr()
+	s, err := f.superviseAgent(member, i)
 	if err != nil {
 		return err
 	}
+	f.mu.Lock()
+	f.agents[member] = append(f.agents[member], s)
+	f.mu.Unlock()
+	return nil
+}
+
+// superviseAgent starts the process of agent replica i of member, with
+// --prometheus-url when the member has a Prometheus.
+func (f *Fleet) superviseAgent(member string, i int) (*Supervised, error) {
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	probe, err := freeAddr()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	name := fmt.Sprintf("agent-%s-%d", member, i)
 	args := []string{
@@ -373,15 +406,15 @@ func (f *Fleet) startAgent(member string, i int) error {
 	if f.cfg.HeartbeatInterval > 0 {
 		args = append(args, "--heartbeat-interval", f.cfg.HeartbeatInterval.String())
 	}
+	if url := f.PrometheusURL(member); url != "" {
+		args = append(args, "--prometheus-url", url)
+	}
 	s, err := Supervise(name, filepath.Join(f.cfg.FlotillaBinDir, "agent"), args, []string{"POD_NAME=" + name}, f.logPath(name))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.MetricsAddr = metrics
-	f.mu.Lock()
-	f.agents[member] = append(f.agents[member], s)
-	f.mu.Unlock()
-	return nil
+	return s, nil
 }
 
 // StartAgents starts member's agent replicas (AgentReplicas of them).
@@ -591,7 +624,8 @@ func (f *Fleet) AgentProcess(name string) (*testbed.Process, error) {
 	return nil, fmt.Errorf("no agent %q", name)
 }
 
-// Stop stops the hub, the agents and the clusters.
+// Stop stops the hub, the agents, the members' Prometheus servers and
+// their exporter, and the clusters.
 func (f *Fleet) Stop() error {
 	f.mu.Lock()
 	procs := []*Supervised{}
@@ -612,6 +646,7 @@ func (f *Fleet) Stop() error {
 		}()
 	}
 	wg.Wait()
+	errs = append(errs, f.stopAllPrometheus())
 	if f.Testbed != nil {
 		errs = append(errs, f.Testbed.Stop())
 	}

@@ -5,6 +5,12 @@
 // container runtime. It is the embedded default for `make run`, the
 // integration tests and e2e, on machines without Docker.
 //
+// On request it also runs a real Prometheus (StartPrometheus) scraping an
+// in-process exporter whose gauges a test sets (StartExporter), for code
+// that queries a cluster's Prometheus. The kwok stages (stages.yaml) fake
+// two broken images: one containing flotilla-fail never becomes Ready,
+// one containing flotilla-crashloop crash-loops.
+//
 // The binaries come from bin/ (built by hack/build-testbed-bin.sh). Every
 // process is started by this package and stopped by it, by PID: children
 // also get SIGKILL from the kernel if the process that started them dies

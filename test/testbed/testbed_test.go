@@ -197,3 +197,130 @@ func TestFailImageNeverBecomesReady(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashLoopImageCrashLoops: the testbed's kwok stages run a pod whose
+// image contains flotilla-crashloop but never make it Ready: its container
+// waits in CrashLoopBackOff, with a terminated last state and a restart
+// count that keeps rising, as a crashing container's would. Beside it, a
+// pod of a normal image becomes Ready and one of a flotilla-fail image
+// stays Pending with no container status at all: the crash-loop stage
+// changes neither.
+func TestCrashLoopImageCrashLoops(t *testing.T) {
+	bin := requireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tb, err := testbed.Start(ctx, testbed.Config{Dir: t.TempDir(), BinDir: bin, Members: testbed.DefaultMembers(1)})
+	if err != nil {
+		t.Fatalf("starting the testbed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tb.Stop(); err != nil {
+			t.Errorf("stopping the testbed: %v", err)
+		}
+	})
+	cfg, err := tb.Members[0].RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for name, image := range map[string]string{"good": "nginx:1.27", "bad": "nginx:flotilla-fail", "crash": "registry.example.com/team/web:flotilla-crashloop"} {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+				},
+			},
+		}
+		if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating Deployment %s: %v", name, err)
+		}
+	}
+	pod := func(app string) (*corev1.Pod, error) {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil || len(pods.Items) != 1 {
+			return nil, fmt.Errorf("pods of %s: %d (%v)", app, len(pods.Items), err)
+		}
+		return &pods.Items[0], nil
+	}
+	ready := func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}
+	// crashState says how the crash-looping pod is not as wanted ("" when
+	// it is), and returns its restart count.
+	crashState := func() (int32, error) {
+		p, err := pod("crash")
+		if err != nil {
+			return 0, err
+		}
+		if ready(p) {
+			return 0, fmt.Errorf("pod %s is Ready", p.Name)
+		}
+		if len(p.Status.ContainerStatuses) != 1 {
+			return 0, fmt.Errorf("pod %s (phase %s) has %d container statuses, want 1", p.Name, p.Status.Phase, len(p.Status.ContainerStatuses))
+		}
+		cs := p.Status.ContainerStatuses[0]
+		switch {
+		case cs.Ready:
+			return 0, fmt.Errorf("container %s is ready", cs.Name)
+		case cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff":
+			return 0, fmt.Errorf("container %s state %+v, want waiting in CrashLoopBackOff", cs.Name, cs.State)
+		case cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1:
+			return 0, fmt.Errorf("container %s last state %+v, want terminated with exit code 1", cs.Name, cs.LastTerminationState)
+		case p.Status.Phase != corev1.PodRunning:
+			return 0, fmt.Errorf("pod %s phase %s, want Running", p.Name, p.Status.Phase)
+		}
+		return cs.RestartCount, nil
+	}
+	testutil.Eventually(t, "the nginx:1.27 pod Ready", 60*time.Second, func() error {
+		p, err := pod("good")
+		if err == nil && !ready(p) {
+			err = fmt.Errorf("pod %s not Ready", p.Name)
+		}
+		return err
+	})
+	testutil.Eventually(t, "the flotilla-crashloop pod Running, not Ready, its container waiting in CrashLoopBackOff", 60*time.Second, func() error {
+		_, err := crashState()
+		return err
+	})
+	first, _ := crashState()
+	var last int32
+	testutil.Eventually(t, fmt.Sprintf("the flotilla-crashloop container's restartCount rising by 3 from %d, the pod never Ready", first), 60*time.Second, func() error {
+		n, err := crashState()
+		if err != nil {
+			t.Fatalf("the flotilla-crashloop pod left its crash loop: %v", err)
+		}
+		if n < last {
+			t.Fatalf("restartCount went down from %d to %d", last, n)
+		}
+		last = n
+		if n < first+3 {
+			return fmt.Errorf("restartCount %d", n)
+		}
+		return nil
+	})
+	t.Logf("restartCount %d -> %d", first, last)
+	// flotilla-fail is unaffected: Pending, no container status, not Ready.
+	p, err := pod("bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready(p) || p.Status.Phase != corev1.PodPending || len(p.Status.ContainerStatuses) != 0 || p.Spec.NodeName == "" {
+		t.Errorf("the flotilla-fail pod: phase %s, ready %v, node %q, container statuses %+v; want scheduled, Pending, none", p.Status.Phase, ready(p), p.Spec.NodeName, p.Status.ContainerStatuses)
+	}
+	// The normal pod is still Ready, with no restart.
+	if p, err = pod("good"); err != nil {
+		t.Fatal(err)
+	}
+	if !ready(p) || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+		t.Errorf("the nginx:1.27 pod: ready %v, container statuses %+v; want Ready, running, no restart", ready(p), p.Status.ContainerStatuses)
+	}
+}
