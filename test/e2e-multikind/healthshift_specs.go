@@ -6,9 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -28,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 )
 
 // The health-shift specs (spec.placement.healthShift). They run on the
@@ -900,13 +898,9 @@ func installHTTPRouteCRD(t *testing.T) {
 	} else if !apierrors.IsNotFound(err) {
 		t.Fatalf("looking for the HTTPRoute CRD on the hub: %v", err)
 	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	path, err := testutil.HTTPRouteCRD()
 	if err != nil {
-		t.Fatalf("finding the Gateway API module (go list -m sigs.k8s.io/gateway-api): %v", err)
-	}
-	path := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("the HTTPRoute CRD: %v", err)
+		t.Fatal(err)
 	}
 	crds, err := envtest.InstallCRDs(provider.HubConfig(), envtest.CRDInstallOptions{Paths: []string{path}, ErrorIfPathMissing: true})
 	if err != nil {

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/setup"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 )
 
 // The health-shift tests run a hub and real agents for member-1 and
@@ -474,15 +473,10 @@ func TestHealthShiftMovesReplicasOffACrashLoopingCluster(t *testing.T) {
 // module cache into the hub apiserver.
 func installHTTPRouteCRD(t *testing.T, f *fleet) {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	path, err := testutil.HTTPRouteCRD()
 	if err != nil {
-		t.Fatalf("finding the gateway-api module: %v", err)
+		t.Fatal(err)
 	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
-		t.Fatal("go list printed no directory for sigs.k8s.io/gateway-api (is the module downloaded?)")
-	}
-	path := filepath.Join(dir, "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
 	if _, err := envtest.InstallCRDs(f.hubCfg, envtest.CRDInstallOptions{Paths: []string{path}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatalf("installing the HTTPRoute CRD from %s: %v", path, err)
 	}
