@@ -118,6 +118,13 @@ func observe(p *v1alpha1.HealthShift, reported ClusterSignals) observation {
 func Shift(in ShiftInput) ShiftResult {
 	p := in.Policy
 	now := metav1.NewTime(in.Now)
+	// The times the windows count from are kept rounded up to the second:
+	// the status stores whole seconds, and a time rounded down would end
+	// a window up to a second early.
+	mark := metav1.NewTime(in.Now.Truncate(time.Second))
+	if !mark.Equal(&now) {
+		mark = metav1.NewTime(mark.Add(time.Second))
+	}
 	prev := map[string]v1alpha1.ClusterTraffic{}
 	var prevShifts []v1alpha1.TrafficShift
 	if in.Previous != nil {
@@ -196,7 +203,7 @@ func Shift(in ShiftInput) ShiftResult {
 				to := max(target, c.CapPercent-p.Step())
 				shifts = append(shifts, v1alpha1.TrafficShift{Time: now, Cluster: c.Name, FromPercent: c.CapPercent, ToPercent: to,
 					Signal: o.signal, Value: o.value, Reason: v1alpha1.ReasonHealthDegraded})
-				c.CapPercent, c.LastShift = to, &now
+				c.CapPercent, c.LastShift = to, &mark
 				if c.State != v1alpha1.HealthStateDegraded {
 					c.State, c.Since = v1alpha1.HealthStateDegraded, &now
 				}
@@ -205,7 +212,7 @@ func Shift(in ShiftInput) ShiftResult {
 				}
 			case v1alpha1.SignalOK:
 				if c.HealthySince == nil {
-					c.HealthySince = &now
+					c.HealthySince = &mark
 				}
 				if c.CapPercent >= 100 {
 					c.Reason = ""
@@ -222,7 +229,7 @@ func Shift(in ShiftInput) ShiftResult {
 				to := min(100, c.CapPercent+p.Step())
 				shifts = append(shifts, v1alpha1.TrafficShift{Time: now, Cluster: c.Name, FromPercent: c.CapPercent, ToPercent: to,
 					Reason: v1alpha1.ReasonHealthRecovered})
-				c.CapPercent, c.LastShift = to, &now
+				c.CapPercent, c.LastShift = to, &mark
 				switch {
 				case to >= 100:
 					c.State, c.Since, c.Reason = v1alpha1.HealthStateHealthy, &now, ""

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -1131,5 +1132,41 @@ func TestShiftRandomProperties(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestShiftWindowsSurviveTheStatusRoundTrip: the status keeps whole
+// seconds; the window's start is kept rounded up, so a status written and
+// read back between calls never ends a recovery window early.
+func TestShiftWindowsSurviveTheStatusRoundTrip(t *testing.T) {
+	p := shPolicy() // recovery window 30s
+	normal := shNormal("member-1=8 member-2=2")
+	start := time.Date(2026, 12, 1, 0, 0, 0, 900_000_000, time.UTC) // x.9s
+	roundTrip := func(st *v1alpha1.TrafficStatus) *v1alpha1.TrafficStatus {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &v1alpha1.TrafficStatus{}
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	call := func(prev *v1alpha1.TrafficStatus, at time.Duration, m1 string) ShiftResult {
+		return Shift(ShiftInput{Policy: p, Divided: true, Normal: normal, Previous: prev, Now: start.Add(at),
+			Signals: map[string]ClusterSignals{"member-1": shReport(m1), "member-2": shReport("OK 0.02")}})
+	}
+	r := call(nil, 0, "Breaching 0.12")
+	r = call(roundTrip(r.Status), 200*time.Millisecond, "OK 0.02") // OK first seen at x+1.1s
+	// The window ends 30s later, at x+31.1s; a start stored rounded down
+	// (x+1s) would end it at x+31.0s.
+	r = call(roundTrip(r.Status), 30150*time.Millisecond, "OK 0.02") // x+31.05s
+	if c, _ := shCluster(r.Status, "member-1"); c.CapPercent != 20 {
+		t.Fatalf("member-1 recovered 29.95s after OK was first seen, before its 30s window: cap %d", c.CapPercent)
+	}
+	r = call(roundTrip(r.Status), 31200*time.Millisecond, "OK 0.02") // x+32.1s
+	if c, _ := shCluster(r.Status, "member-1"); c.CapPercent != 100 {
+		t.Fatalf("member-1 not recovered 31s after OK was first seen: cap %d", c.CapPercent)
 	}
 }

@@ -75,6 +75,7 @@ type options struct {
 	runs         int
 	failoverRuns int
 	zeroRuns     int
+	shiftRuns    int
 	members      int
 	out          string
 	dir          string
@@ -92,6 +93,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 30, "counted runs of the propagation, status, spec-change and floor figures (one warm-up run more; 0 skips them)")
 	flag.IntVar(&o.failoverRuns, "failover-runs", 30, "counted failover runs (one warm-up run more; 0 skips failover)")
 	flag.IntVar(&o.zeroRuns, "zero-runs", 30, "counted scale to zero and back runs (one warm-up run more; 0 skips them)")
+	flag.IntVar(&o.shiftRuns, "shift-runs", 20, "counted health-shift runs: a signal breach -> the new split in the members and the HTTPRoute (one warm-up run more; 0 skips them)")
 	flag.IntVar(&o.members, "members", 3, "member clusters (testbed.DefaultMembers)")
 	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
 	flag.StringVar(&o.dir, "dir", "", "folder for the clusters, binaries and logs (default: a temporary folder, removed after a clean run)")
@@ -144,6 +146,8 @@ type bench struct {
 	writesPerRun map[int]int
 	// Scale to zero and back.
 	zeroDown, zeroDownStatus, zeroUp, zeroUpStatus series
+	// Health shift: breach -> split in the members, -> HTTPRoute; back.
+	shiftSplit, shiftRoute, shiftBack series
 	// Where failover's time goes.
 	fStopCall, fDisconnected, fTaint, fNotReady, fWorks, fReady, fFailback series
 	// Members leaving Ready during the propagation runs.
@@ -229,6 +233,9 @@ func run(ctx context.Context, o options) (err error) {
 	if runErr == nil && o.zeroRuns > 0 {
 		runErr = b.zero(ctx)
 	}
+	if runErr == nil && o.shiftRuns > 0 {
+		runErr = b.healthShift(ctx)
+	}
 	if runErr == nil && o.failoverRuns > 0 {
 		runErr = b.failover(ctx)
 	}
@@ -259,6 +266,9 @@ func (b *bench) names() {
 		b.propMember[m] = &series{name: fmt.Sprintf("propagation to %s (%s): MyApp created -> its Deployment exists", m, b.f.SyncMode(m))}
 	}
 
+	b.shiftSplit.name = "health shift: signal above its threshold (for 1s) -> the new split (2 / 8) in both members"
+	b.shiftRoute.name = "health shift: signal above its threshold (for 1s) -> the HTTPRoute on the hub at 20 / 80"
+	b.shiftBack.name = fmt.Sprintf("health shift: signal back below -> the normal split (8 / 2) in both members (recovery window %s)", shiftRecovery)
 	b.zeroDown.name = fmt.Sprintf("scale to zero: replicas %d -> 0 on the hub -> the same Deployments at 0 in all %d members", replicasPerMember*n, n)
 	b.zeroDownStatus.name = "scale to zero: replicas -> 0 on the hub -> MyApp Ready (ScaledToZero, 0/0)"
 	b.zeroUp.name = fmt.Sprintf("scale from zero: replicas 0 -> %d on the hub -> the same Deployments %d/%d ready in all %d members", replicasPerMember*n, replicasPerMember, replicasPerMember, n)

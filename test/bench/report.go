@@ -287,6 +287,10 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 		fmt.Fprintf(&s, "\n### Scale to zero and back\n\nOne Divided MyApp, static weights 1:...:1 of %d, scaled to 0 and back on each run; its member Deployments stay the same objects.\n\n", replicasPerMember*n)
 		s.WriteString(table([]*series{&b.zeroDown, &b.zeroDownStatus, &b.zeroUp, &b.zeroUpStatus}))
 	}
+	if len(b.shiftSplit.samples) > 0 {
+		s.WriteString("\n### Health shift\n\nOne Divided MyApp, static weights 8:2 of 10 over two Pull members, each with a Prometheus scraping a test gauge every 1s; signal: the gauge above 0.08, `for` 1s, evaluated every 1s; an HTTPRoute on the hub with a backendRef per member. Each run raises the first member's gauge to 0.12 and times from that moment; the scrape, the evaluation interval and `for` (about 1-3s together) are in the times.\n\n")
+		s.WriteString(table([]*series{&b.shiftSplit, &b.shiftRoute, &b.shiftBack}))
+	}
 	if len(b.failRaw.samples) > 0 {
 		s.WriteString("\n### Where failover's time goes\n\n")
 		s.WriteString("The first four rows after the call add up to the raw failover time.\n\n")
