@@ -118,12 +118,13 @@ e2e: testbed-bin ## Run the e2e suite (test/e2e-multikind) against the local tes
 BENCH_RUNS ?= 30
 BENCH_FAILOVER_RUNS ?= 30
 BENCH_ZERO_RUNS ?= 30
+BENCH_SHIFT_RUNS ?= 20
 
 .PHONY: bench
 bench: testbed-bin ## Benchmarks: scheduler and sync fan-out (go test -bench), then the end-to-end latency report on the testbed.
 	$(GO) test -run '^$$' -bench BenchmarkSchedule -benchtime 300ms -benchmem ./pkg/placement/
 	$(GO) test -run '^$$' -bench BenchmarkFanout -benchtime 5x -benchmem ./pkg/sync/
-	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -zero-runs $(BENCH_ZERO_RUNS) -out _output/bench.md
+	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -zero-runs $(BENCH_ZERO_RUNS) -shift-runs $(BENCH_SHIFT_RUNS) -out _output/bench.md
 	$(GO) run ./test/bench/rollout -runs 5 -min-success 2s
 
 ##@ Testbed
