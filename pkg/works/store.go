@@ -44,6 +44,7 @@ type Store struct {
 	applier  *apply.Applier
 	reporter Reporter
 	health   HealthStatus
+	wake     func(name string)
 	now      func() time.Time
 
 	mu    sync.RWMutex
@@ -100,9 +101,18 @@ func (s *Store) HealthWorks(due func(name string, uid types.UID) bool) ([]*floti
 	return out, names
 }
 
+// SetWake replaces how Wake reaches the reconciler: the hub's push mode
+// runs its own controller, not this package's Reconciler, and queues the
+// Work there.
+func (s *Store) SetWake(wake func(name string)) { s.wake = wake }
+
 // Wake makes the reconciler look at Work name again (its status is
 // computed and, when it changed, reported). A full buffer drops it.
 func (s *Store) Wake(name string) {
+	if s.wake != nil {
+		s.wake(name)
+		return
+	}
 	w := &flotillav1.Work{}
 	w.Name = name
 	select {

@@ -295,6 +295,9 @@ func (e *Engine) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 		None: "no Prometheus is configured for Push member " + m.name + " (spec.push.prometheusURL)",
 	}}
 	m.store.SetHealth(runner.Status)
+	// A signal's change reaches the hub as the Work's next status report:
+	// the engine's controller reconciles the Work.
+	m.store.SetWake(func(work string) { e.kick.add(request(m.name, work)) })
 	e.mu.Lock()
 	e.members[m.name] = m
 	e.mu.Unlock()
