@@ -34,7 +34,8 @@ import (
 //     window after it, so an oscillating signal moves a cluster at most
 //     once per window; steps the same way wait stepInterval;
 //   - a signal that cannot be evaluated (Unknown) or was not reported yet
-//     changes nothing for its cluster.
+//     changes nothing for its cluster; nor does one above its threshold
+//     for less than `for` (Pending), which is no place to shift to either.
 
 // ClusterSignals is what one cluster reported on the app's signals.
 type ClusterSignals []v1alpha1.SignalStatus
@@ -80,7 +81,7 @@ const MaxTrafficShifts = 10
 
 // observation is a cluster's signals summed up.
 type observation struct {
-	state   v1alpha1.SignalState // OK, Breaching or Unknown
+	state   v1alpha1.SignalState // OK, Pending, Breaching or Unknown
 	signal  string
 	value   string
 	message string
@@ -88,28 +89,40 @@ type observation struct {
 
 // observe sums up what a cluster reported against the policy's signals:
 // Breaching if any breaches, else Unknown if any is unknown or missing,
-// else OK (Pending counts as OK: it is not sick yet).
+// else Pending if any is above its threshold for less than `for`, else
+// OK. Pending is not sick yet, so it is not cut; but neither is it
+// healthy: it is no place to shift replicas to (clusters that turn sick
+// together breach a moment apart, on their own clocks, and the first must
+// not be cut towards the second), and it does not count towards a
+// recovery.
 func observe(p *v1alpha1.HealthShift, reported ClusterSignals) observation {
 	byName := make(map[string]v1alpha1.SignalStatus, len(reported))
 	for _, s := range reported {
 		byName[s.Name] = s
 	}
-	var unknown *observation
+	var unknown, pending *observation
 	for _, sig := range p.Signals {
 		s, ok := byName[sig.Name]
+		above := func() string {
+			return fmt.Sprintf("%s=%s above %s", sig.Name, s.Value, strconv.FormatFloat(sig.Threshold.AsApproximateFloat64(), 'g', 6, 64))
+		}
 		switch {
 		case ok && s.State == v1alpha1.SignalBreaching:
-			return observation{state: v1alpha1.SignalBreaching, signal: sig.Name, value: s.Value,
-				message: fmt.Sprintf("%s=%s above %s", sig.Name, s.Value, strconv.FormatFloat(sig.Threshold.AsApproximateFloat64(), 'g', 6, 64))}
+			return observation{state: v1alpha1.SignalBreaching, signal: sig.Name, value: s.Value, message: above()}
 		case unknown != nil:
 		case !ok:
 			unknown = &observation{state: v1alpha1.SignalUnknown, signal: sig.Name, message: fmt.Sprintf("%s not reported yet", sig.Name)}
 		case s.State == v1alpha1.SignalUnknown:
 			unknown = &observation{state: v1alpha1.SignalUnknown, signal: sig.Name, message: fmt.Sprintf("%s unknown: %s", sig.Name, s.Message)}
+		case s.State == v1alpha1.SignalPending && pending == nil:
+			pending = &observation{state: v1alpha1.SignalPending, signal: sig.Name, value: s.Value, message: above() + ", not yet for `for`"}
 		}
 	}
-	if unknown != nil {
+	switch {
+	case unknown != nil:
 		return *unknown
+	case pending != nil:
+		return *pending
 	}
 	return observation{state: v1alpha1.SignalOK}
 }
@@ -239,7 +252,7 @@ func Shift(in ShiftInput) ShiftResult {
 				if to < 100 {
 					wait(in.Now.Add(p.StepDuration())) // the next step
 				}
-			default: // Unknown: hold
+			default: // Unknown or Pending: hold; a recovery window starts again
 				c.HealthySince = nil
 				c.Reason = o.message
 			}

@@ -360,7 +360,7 @@ func checkShiftInvariants(t *testing.T, at string, in ShiftInput, res ShiftResul
 // alone (not from what Shift keeps in its status).
 type shiftTimeline struct {
 	p         *v1alpha1.HealthShift
-	okSince   map[string]time.Time // first OK or Pending report since the last other one
+	okSince   map[string]time.Time // first OK report since the last other one
 	lastShift map[string]v1alpha1.TrafficShift
 	shifts    []v1alpha1.TrafficShift // all of them, oldest first
 }
@@ -369,7 +369,8 @@ func newShiftTimeline(p *v1alpha1.HealthShift) *shiftTimeline {
 	return &shiftTimeline{p: p, okSince: map[string]time.Time{}, lastShift: map[string]v1alpha1.TrafficShift{}}
 }
 
-// shObserved sums up a cluster's reports as the documented rules say.
+// shObserved sums up a cluster's reports as the documented rules say:
+// Breaching, else Unknown, else Pending, else OK.
 func shObserved(p *v1alpha1.HealthShift, reported ClusterSignals) v1alpha1.SignalState {
 	state := v1alpha1.SignalOK
 	for _, sig := range p.Signals {
@@ -379,6 +380,8 @@ func shObserved(p *v1alpha1.HealthShift, reported ClusterSignals) v1alpha1.Signa
 			return v1alpha1.SignalBreaching
 		case i < 0 || reported[i].State == v1alpha1.SignalUnknown:
 			state = v1alpha1.SignalUnknown
+		case reported[i].State == v1alpha1.SignalPending && state == v1alpha1.SignalOK:
+			state = v1alpha1.SignalPending
 		}
 	}
 	return state
@@ -1057,17 +1060,25 @@ func TestShiftClusterSetChanges(t *testing.T) {
 	}
 }
 
-// TestShiftPendingCountsAsOK: Pending is not sick yet.
-func TestShiftPendingCountsAsOK(t *testing.T) {
+// TestShiftPending: Pending (above the threshold for less than `for`) is
+// not sick yet, so it is not cut; but it is no place to shift to, and it
+// does not count towards a recovery.
+func TestShiftPending(t *testing.T) {
 	s := time.Second
 	runShift(t, shiftRun{policy: shPolicy(), divided: true, normal: "member-1=8 member-2=2"}, []shiftStep{
 		{at: 0, report: ok2("Pending 0.1", "OK 0.02"), replicas: "member-1=8 member-2=2", caps: "member-1=100 member-2=100",
 			shifts: "-", cond: "False AllHealthy"},
-		// A Pending cluster is a healthy one to shift to.
-		{at: 5 * s, report: ok2("Breaching 0.12", "Pending 0.1"), replicas: "member-1=2 member-2=8", shifts: "member-1 100->20 Degraded latency=0.12"},
-		// And a Pending cut cluster counts towards its recovery.
-		{at: 10 * s, report: ok2("Pending 0.1", "OK 0.02"), shifts: "-", requeue: "30s"},
-		{at: 40 * s, report: ok2("Pending 0.1", "OK 0.02"), replicas: "member-1=8 member-2=2", shifts: "member-1 20->100 Recovered"},
+		// Sick together, a moment apart: the first to breach is not cut
+		// towards the other.
+		{at: 5 * s, report: ok2("Breaching 0.12", "Pending 0.1"), replicas: "member-1=8 member-2=2", shifts: "-",
+			cond: "False AllClustersDegraded", condMsg: []string{"member-1 (latency=0.12"}},
+		{at: 6 * s, report: ok2("Breaching 0.12", "OK 0.02"), replicas: "member-1=2 member-2=8", shifts: "member-1 100->20 Degraded latency=0.12"},
+		// A cut cluster that is Pending is not healthy: no recovery.
+		{at: 10 * s, report: ok2("Pending 0.1", "OK 0.02"), shifts: "-", requeue: "0s"},
+		{at: 45 * s, report: ok2("Pending 0.1", "OK 0.02"), replicas: "member-1=2 member-2=8", shifts: "-"},
+		// OK from 46s: the window counts from there.
+		{at: 46 * s, report: ok2("OK 0.02", "OK 0.02"), shifts: "-", requeue: "30s"},
+		{at: 76 * s, report: ok2("OK 0.02", "OK 0.02"), replicas: "member-1=8 member-2=2", shifts: "member-1 20->100 Recovered"},
 	})
 }
 

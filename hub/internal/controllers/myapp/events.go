@@ -69,9 +69,8 @@ func (r *Reconciler) clearMetrics(app *flotillav1.MyApp) {
 	metrics.TrafficWeight.DeletePartialMatch(map[string]string{"namespace": app.Namespace, "name": app.Name})
 }
 
-// recordShift emits an event per health shift, counts them and publishes
-// the traffic weights.
-func (r *Reconciler) recordShift(app *flotillav1.MyApp, res *placement.ShiftResult) {
+// recordShifts emits an event per health shift and counts them.
+func (r *Reconciler) recordShifts(app *flotillav1.MyApp, res *placement.ShiftResult) {
 	for _, sh := range res.Shifts {
 		metrics.HealthShifts.WithLabelValues(app.Namespace, app.Name, sh.Cluster, sh.Reason).Inc()
 		if sh.Reason == flotillav1.ReasonHealthDegraded {
@@ -82,6 +81,10 @@ func (r *Reconciler) recordShift(app *flotillav1.MyApp, res *placement.ShiftResu
 				sh.Cluster, sh.FromPercent, sh.ToPercent)
 		}
 	}
+}
+
+// exportTraffic publishes the traffic weights.
+func (r *Reconciler) exportTraffic(app *flotillav1.MyApp, res *placement.ShiftResult) {
 	for _, c := range res.Status.Clusters {
 		metrics.TrafficWeight.WithLabelValues(app.Namespace, app.Name, c.Name).Set(float64(c.Weight))
 	}

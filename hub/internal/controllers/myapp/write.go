@@ -69,7 +69,7 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 	r.exportMetrics(s.app, status.Clusters)
 	requeueAfter := d.requeueAfter
 	if d.shift != nil {
-		r.recordShift(s.app, d.shift)
+		r.exportTraffic(s.app, d.shift)
 		if t := s.app.Spec.Traffic; t != nil && t.HTTPRoute != nil && status.Traffic != nil {
 			hr, retry := r.syncHTTPRoute(ctx, s.app, status.Traffic)
 			if !hr.Synced && (s.app.Status.Traffic == nil || s.app.Status.Traffic.HTTPRoute == nil || *s.app.Status.Traffic.HTTPRoute != *hr) {
@@ -82,7 +82,15 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 			}
 		}
 	}
-	statusErr := r.writeStatus(ctx, base, status, progressive)
+	// A shift is state in the status: written with optimistic locking, so
+	// that a reconcile from a cache that has not seen it yet (the Work
+	// writes bring one at once) cannot record it a second time; its events
+	// and counts follow the write that recorded it.
+	shifted := d.shift != nil && len(d.shift.Shifts) > 0
+	wroteStatus, statusErr := r.patchStatus(ctx, base, status, progressive || shifted)
+	if shifted && wroteStatus {
+		r.recordShifts(s.app, d.shift)
+	}
 	var expiredErr error
 	if statusErr == nil && len(d.expired) > 0 {
 		// Only once status.orphans names them: a failed status write
@@ -138,8 +146,14 @@ func (r *Reconciler) addFinalizer(ctx context.Context, app *flotillav1.MyApp) (*
 // computed from a stale cache must not overwrite the rollout's state, and
 // the newer MyApp's event brings the next reconcile.
 func (r *Reconciler) writeStatus(ctx context.Context, app *flotillav1.MyApp, status flotillav1.MyAppStatus, optimistic bool) error {
+	_, err := r.patchStatus(ctx, app, status, optimistic)
+	return err
+}
+
+// patchStatus is writeStatus that also says whether it wrote.
+func (r *Reconciler) patchStatus(ctx context.Context, app *flotillav1.MyApp, status flotillav1.MyAppStatus, optimistic bool) (bool, error) {
 	if equality.Semantic.DeepEqual(app.Status, status) {
-		return nil
+		return false, nil
 	}
 	patched := app.DeepCopy()
 	patched.Status = status
@@ -151,10 +165,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, app *flotillav1.MyApp, sta
 	switch {
 	case optimistic && apierrors.IsConflict(err):
 		log.FromContext(ctx).V(1).Info("status computed from a stale MyApp; waiting for the newer one", "error", err.Error())
+		return false, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return fmt.Errorf("patching MyApp status: %w", err)
+		return false, fmt.Errorf("patching MyApp status: %w", err)
 	}
-	return nil
+	return err == nil, nil
 }
 
 // writeWorks applies and deletes Works, all in parallel: propagation to N
