@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,6 +204,7 @@ func HealthShiftPrometheusSpec(t *testing.T, in SpecInput, mp MetricsProvider, m
 	app.Spec.Traffic = &flotillav1.TrafficSpec{HTTPRoute: &flotillav1.HTTPRouteTraffic{Name: "web", Backends: []flotillav1.ClusterBackend{
 		{Cluster: m1, BackendName: backend(m1)}, {Cluster: m2, BackendName: backend(m2)},
 	}}}
+	tl := watchTimeline(t, in, "web", members)
 	createMyApp(t, in, app)
 	normal := map[string]int32{m1: 8, m2: 2}
 	shifted := map[string]int32{m1: 2, m2: 8}
@@ -224,6 +226,7 @@ func HealthShiftPrometheusSpec(t *testing.T, in SpecInput, mp MetricsProvider, m
 	t.Logf("raising %s's latency to %v", m1, slowLatency)
 	raised := time.Now()
 	setGauge(t, mp, m1, slowLatency)
+	tl.Note("%s latency %v", m1, slowLatency)
 	took := measure(t, raised, shiftBound, map[string]func() error{
 		"split": deploymentReplicasAre(in, "web", shifted),
 		"route": routeWeightsAre(in, "web", map[string]int64{backend(m1): 20, backend(m2): 80}),
@@ -244,6 +247,7 @@ func HealthShiftPrometheusSpec(t *testing.T, in SpecInput, mp MetricsProvider, m
 	t.Logf("lowering %s's latency to %v", m1, fastLatency)
 	lowered := time.Now()
 	setGauge(t, mp, m1, fastLatency)
+	tl.Note("%s latency %v", m1, fastLatency)
 	recovered := waitRecovery(t, in, "web", lowered, shiftRecoveryWindow, normal, map[string]int64{backend(m1): 80, backend(m2): 20})
 	t.Logf("MEASURED: %s back to 8 replicas %v after its latency fell (recovery window %v)", m1, recovered.Round(time.Millisecond), shiftRecoveryWindow)
 	eventually(t, "status.traffic back to normal, HealthShifted False AllHealthy, the last shift "+m1+" 20->100 Recovered", convergeTimeout, allOf(
@@ -257,6 +261,7 @@ func HealthShiftPrometheusSpec(t *testing.T, in SpecInput, mp MetricsProvider, m
 	// 3. An oscillating signal: above and below every 4s for 40s. With
 	// `for` at 5s no 4s phase could breach; at 1s every high phase does.
 	updateMyApp(t, in, "web", func(a *flotillav1.MyApp) { a.Spec.Placement.HealthShift.For = &metav1.Duration{Duration: time.Second} })
+	tl.Note("for set to 1s")
 	eventually(t, "the Works of web asking for `for` 1s", convergeTimeout, worksHealthFor(in, "web", time.Second))
 	oscStart := time.Now()
 	t.Logf("flipping %s's latency between %v and %v every 4s for 40s", m1, slowLatency, fastLatency)
@@ -276,6 +281,7 @@ func HealthShiftPrometheusSpec(t *testing.T, in SpecInput, mp MetricsProvider, m
 			v = fastLatency
 		}
 		setGauge(t, mp, m1, v)
+		tl.Note("%s latency %v (oscillation)", m1, v)
 		flips = append(flips, fmt.Sprintf("%v@%s", v, time.Since(oscStart).Round(100*time.Millisecond)))
 		for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 			collect()
@@ -283,7 +289,8 @@ func HealthShiftPrometheusSpec(t *testing.T, in SpecInput, mp MetricsProvider, m
 	}
 	setGauge(t, mp, m1, fastLatency)
 	oscEnd := time.Now()
-	t.Logf("flips: %s", strings.Join(flips, " "))
+	tl.Note("%s latency %v: oscillation over", m1, fastLatency)
+	t.Logf("flips from %s to %s: %s", oscStart.UTC().Format("15:04:05.000"), oscEnd.UTC().Format("15:04:05.000"), strings.Join(flips, " "))
 	eventually(t, "web back to 8/2 and "+m1+" Healthy after the oscillation ended (fast for the recovery window)", shiftRecoveryWindow+2*shiftBound, func() error {
 		collect()
 		return allOf(deploymentReplicasAre(in, "web", normal),
@@ -365,11 +372,14 @@ func shiftsCounted(metrics, ns, name, cluster string) map[string]int {
 
 // HealthShiftWorkloadSpec: a workload signal. A MyApp of 10 replicas at
 // 1:1 on the two members with a BackOffPods signal (threshold 0: any pod
-// in back-off; for 2s, recovery window 15s): an override gives
-// members[1] an image the testbed crash-loops, its pods wait in
-// CrashLoopBackOff, and its share drops to 20% (2 replicas, weight 20)
-// while members[0] runs 8; with the override gone its pods run again and
-// it gets 5 back after the recovery window.
+// in back-off; for 2s, recovery window 15s), created with an override
+// that gives members[1] an image the testbed crash-loops: its pods wait
+// in CrashLoopBackOff and its share drops to 20% (2 replicas, weight 20)
+// while members[0] runs 8, and stays there while the image is broken;
+// with the override gone its pods run again and it gets 5 back after the
+// recovery window, not before. Then the same image is rolled out onto
+// the running member: its share drops again (the time is logged), and
+// what follows while the image stays broken is logged.
 func HealthShiftWorkloadSpec(t *testing.T, in SpecInput, members []string) {
 	m1, m2 := members[0], members[1]
 	hs := &flotillav1.HealthShift{
@@ -379,47 +389,81 @@ func HealthShiftWorkloadSpec(t *testing.T, in SpecInput, members []string) {
 		RecoveryWindow:  &metav1.Duration{Duration: shiftRecoveryWindow},
 		DegradedPercent: ptr.To[int32](shiftDegradedPct),
 	}
-	createMyApp(t, in, shiftApp(in, "api", members, 1, 1, hs))
-	normal := map[string]int32{m1: 5, m2: 5}
-	eventually(t, "Deployment api rolled out 5/5", convergeTimeout, deploymentsRolledOut(in, "api", want(normal)))
-	eventually(t, "both members reporting signal backoff OK at 0, weights 50/50, HealthShifted False AllHealthy", convergeTimeout, allOf(
-		signalsAre(in, "api", map[string]string{m1: "OK 0", m2: "OK 0"}),
-		trafficIs(in, "api", map[string]string{m1: "Healthy 100% 5 replicas weight 50", m2: "Healthy 100% 5 replicas weight 50"}),
-		shiftConditionIs(in, "api", metav1.ConditionFalse, flotillav1.ReasonAllHealthy),
-	))
-
 	crashImage := strings.SplitN(baseImage, ":", 2)[0] + ":" + crashLoopTag
-	t.Logf("overriding %s's image to %s", m2, crashImage)
-	broken := time.Now()
-	updateMyApp(t, in, "api", func(a *flotillav1.MyApp) {
-		a.Spec.Overrides = []flotillav1.ClusterOverride{{Name: "crash", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{m2}},
-			Image: &flotillav1.ImageOverride{Tag: crashLoopTag}}}
-	})
+	crash := []flotillav1.ClusterOverride{{Name: "crash", TargetCluster: flotillav1.ClusterAffinity{ClusterNames: []string{m2}},
+		Image: &flotillav1.ImageOverride{Tag: crashLoopTag}}}
+	app := shiftApp(in, "api", members, 1, 1, hs)
+	app.Spec.Overrides = crash
+	tl := watchTimeline(t, in, "api", members)
+	created := time.Now()
+	tl.Note("MyApp api created, %s on %s", crashImage, m2)
+	createMyApp(t, in, app)
+	normal := map[string]int32{m1: 5, m2: 5}
+	cut := map[string]int32{m1: 8, m2: 2}
+	cutTraffic := map[string]string{m1: "Healthy 100% 8 replicas weight 80", m2: "Degraded 20% 2 replicas weight 20"}
 	eventually(t, m2+"'s pods of "+crashImage+" waiting in CrashLoopBackOff", convergeTimeout, podsInBackOff(in, m2, "api", crashImage))
-	took := measure(t, broken, convergeTimeout, map[string]func() error{
-		"split":  deploymentReplicasAre(in, "api", map[string]int32{m1: 8, m2: 2}),
-		"weight": trafficIs(in, "api", map[string]string{m1: "Healthy 100% 8 replicas weight 80", m2: "Degraded 20% 2 replicas weight 20"}),
-	})
-	t.Logf("MEASURED: from the override to %s's Deployment at 2 and %s's at 8: %v; to its weight 20: %v (the pods must first roll onto the crash-looping image)",
-		m2, m1, took["split"].Round(time.Millisecond), took["weight"].Round(time.Millisecond))
-	eventually(t, "HealthShifted True Degraded naming "+m2+" and signal backoff; a Degraded event naming them", convergeTimeout, allOf(
-		shiftConditionIs(in, "api", metav1.ConditionTrue, flotillav1.ReasonHealthDegraded, m2, "backoff"),
-		lastShiftIs(in, "api", m2, 100, 20, flotillav1.ReasonHealthDegraded, "backoff", ""),
-		eventNamed(in, "api", flotillav1.ReasonHealthDegraded, m2, "backoff"),
-	))
+	eventually(t, m2+" cut to 20%: Deployments 8/2, weights 80/20, HealthShifted True Degraded naming "+m2+" and signal backoff, a Degraded event naming them",
+		convergeTimeout, allOf(
+			deploymentReplicasAre(in, "api", cut),
+			trafficIs(in, "api", cutTraffic),
+			shiftConditionIs(in, "api", metav1.ConditionTrue, flotillav1.ReasonHealthDegraded, m2, "backoff"),
+			lastShiftIs(in, "api", m2, 100, 20, flotillav1.ReasonHealthDegraded, "backoff", ""),
+			eventNamed(in, "api", flotillav1.ReasonHealthDegraded, m2, "backoff"),
+		))
+	t.Logf("MEASURED: %s cut %v after MyApp api was created with its crash-looping image", m2, time.Since(created).Round(time.Millisecond))
 	eventually(t, m1+" runs 8 ready replicas of api", convergeTimeout, deploymentsIn(in, []string{m1}, "api", want(map[string]int32{m1: 8})))
+	consistently(t, m2+" kept at 20% (2 replicas in back-off) while its image crash-loops, longer than the recovery window", shiftRecoveryWindow+5*time.Second,
+		allOf(deploymentReplicasAre(in, "api", cut), trafficIs(in, "api", cutTraffic)))
 
 	// The image fixed: members[1]'s pods run again, and its share comes
 	// back after the recovery window.
-	t.Logf("removing the override")
 	fixed := time.Now()
+	tl.Note("override removed")
 	updateMyApp(t, in, "api", func(a *flotillav1.MyApp) { a.Spec.Overrides = nil })
 	back := waitRecovery(t, in, "api", fixed, shiftRecoveryWindow, normal, nil)
 	t.Logf("MEASURED: %s back to 5 replicas %v after the override was removed (recovery window %v)", m2, back.Round(time.Millisecond), shiftRecoveryWindow)
-	eventually(t, "Deployment api rolled out 5/5 of "+baseImage+" again, weights 50/50, HealthShifted False AllHealthy", convergeTimeout, allOf(
+	eventually(t, "Deployment api rolled out 5/5 of "+baseImage+" again, weights 50/50, HealthShifted False AllHealthy, a Recovered event naming "+m2, convergeTimeout, allOf(
 		deploymentsRolledOut(in, "api", want(normal)),
 		trafficIs(in, "api", map[string]string{m1: "Healthy 100% 5 replicas weight 50", m2: "Healthy 100% 5 replicas weight 50"}),
 		shiftConditionIs(in, "api", metav1.ConditionFalse, flotillav1.ReasonAllHealthy),
+		eventNamed(in, "api", flotillav1.ReasonHealthRecovered, m2),
+	))
+
+	// The crash-looping image rolled out onto the running member: its
+	// share drops again.
+	broken := time.Now()
+	tl.Note("override set again: %s rolls onto %s", m2, crashImage)
+	updateMyApp(t, in, "api", func(a *flotillav1.MyApp) { a.Spec.Overrides = crash })
+	took := measure(t, broken, convergeTimeout, map[string]func() error{
+		"split":  deploymentReplicasAre(in, "api", cut),
+		"weight": trafficIs(in, "api", cutTraffic),
+	})
+	t.Logf("MEASURED: from the override on the running %s to its Deployment at 2 and %s's at 8: %v; to its weight 20: %v (the pods must first roll onto the crash-looping image, and a cut waits the recovery window after the member's last shift, its recovery)",
+		m2, m1, took["split"].Round(time.Millisecond), took["weight"].Round(time.Millisecond))
+	// What the cut does to a rollout in progress is logged, not asserted:
+	// the Deployment's scale-down may take the crash-looping pods away, and
+	// then the signal is OK although the image is still broken.
+	var states []string
+	for end := time.Now().Add(shiftRecoveryWindow + 5*time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		a, err := getMyApp(context.Background(), in, "api")
+		if err != nil || a.Status.Traffic == nil {
+			continue
+		}
+		for _, c := range a.Status.Traffic.Clusters {
+			if c.Name == m2 {
+				s := fmt.Sprintf("%s %d%%", c.State, c.CapPercent)
+				if len(states) == 0 || states[len(states)-1] != s {
+					states = append(states, s)
+				}
+			}
+		}
+	}
+	t.Logf("OBSERVED: %s while its rollout onto %s stays broken for %v: %s", m2, crashImage, shiftRecoveryWindow+5*time.Second, strings.Join(states, " -> "))
+	tl.Note("override removed")
+	updateMyApp(t, in, "api", func(a *flotillav1.MyApp) { a.Spec.Overrides = nil })
+	eventually(t, "Deployment api rolled out 5/5 of "+baseImage+" again and weights 50/50", convergeTimeout+shiftRecoveryWindow, allOf(
+		deploymentsRolledOut(in, "api", want(normal)),
+		trafficIs(in, "api", map[string]string{m1: "Healthy 100% 5 replicas weight 50", m2: "Healthy 100% 5 replicas weight 50"}),
 	))
 }
 
@@ -436,6 +480,7 @@ func HealthShiftAllSickSpec(t *testing.T, in SpecInput, mp MetricsProvider, memb
 			_ = mp.SetGauge(m, latencyMetric, fastLatency)
 		}
 	})
+	tl := watchTimeline(t, in, "web", members)
 	createMyApp(t, in, shiftApp(in, "web", members, 8, 2, latencyShift(latencyQuery)))
 	normal := map[string]int32{m1: 8, m2: 2}
 	eventually(t, "Deployment web rolled out 8/2", convergeTimeout, deploymentsRolledOut(in, "web", want(normal)))
@@ -449,6 +494,7 @@ func HealthShiftAllSickSpec(t *testing.T, in SpecInput, mp MetricsProvider, memb
 	for _, m := range members {
 		setGauge(t, mp, m, slowLatency)
 	}
+	tl.Note("both latencies %v", slowLatency)
 	noShift := allOf(deploymentReplicasAre(in, "web", normal), noShifts(in, "web"))
 	// Until both breach, and all along, nothing may move. A move is
 	// recorded, with how the signals stood, and the wait goes on, to see
@@ -977,5 +1023,122 @@ func routeSynced(in SpecInput, app, route string) func() error {
 			return fmt.Errorf("status.traffic.httpRoute %+v, want %s synced", *h, route)
 		}
 		return nil
+	}
+}
+
+// timeline records, every 250ms until stopped, each change of how a
+// MyApp stands in the health shift: per member, the signals its Work
+// reports (state, value, since by the member's clock), the Deployment
+// (replicas, ready, image) and its pods (how many in back-off); and the
+// hub's status.traffic. Specs log it, so a failure shows the order in
+// which things happened.
+type timeline struct {
+	in      SpecInput
+	name    string
+	members []string
+	start   time.Time
+	stop    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	last    map[string]string
+	lines   []string
+}
+
+func watchTimeline(t *testing.T, in SpecInput, name string, members []string) *timeline {
+	tl := &timeline{in: in, name: name, members: members, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), last: map[string]string{}}
+	go func() {
+		defer close(tl.done)
+		for {
+			tl.sample()
+			select {
+			case <-tl.stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		t.Logf("timeline of MyApp %s (seconds since the spec began, %s):\n%s", name, tl.start.UTC().Format("15:04:05.000"), tl.Stop())
+	})
+	return tl
+}
+
+// Note adds a line of what the spec did.
+func (tl *timeline) Note(format string, args ...any) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.lines = append(tl.lines, fmt.Sprintf("%7.2fs  spec: %s", time.Since(tl.start).Seconds(), fmt.Sprintf(format, args...)))
+}
+
+// Stop stops sampling and returns the timeline.
+func (tl *timeline) Stop() string {
+	select {
+	case <-tl.stop:
+	default:
+		close(tl.stop)
+	}
+	<-tl.done
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return strings.Join(tl.lines, "\n")
+}
+
+func (tl *timeline) record(key, value string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.last[key] == value {
+		return
+	}
+	tl.last[key] = value
+	tl.lines = append(tl.lines, fmt.Sprintf("%7.2fs  %s: %s", time.Since(tl.start).Seconds(), key, value))
+}
+
+func (tl *timeline) sample() {
+	ctx := context.Background()
+	if works, err := worksOf(ctx, tl.in, tl.name); err == nil {
+		for c, w := range works {
+			var s []string
+			for _, h := range w.Status.Health {
+				since := ""
+				if h.Since != nil {
+					since = " since " + h.Since.UTC().Format("15:04:05")
+				}
+				s = append(s, fmt.Sprintf("%s %s %s%s", h.Name, h.State, h.Value, since))
+			}
+			tl.record("work "+c+" reports", strings.Join(s, ", "))
+		}
+	}
+	for _, m := range tl.members {
+		d := &appsv1.Deployment{}
+		if err := tl.in.Provider.Member(m).Get(ctx, client.ObjectKey{Namespace: tl.in.Namespace, Name: tl.name}, d); err != nil {
+			continue
+		}
+		image := ""
+		if len(d.Spec.Template.Spec.Containers) > 0 {
+			image = d.Spec.Template.Spec.Containers[0].Image
+		}
+		var pods corev1.PodList
+		backoff, ready := 0, 0
+		if err := tl.in.Provider.Member(m).List(ctx, &pods, client.InNamespace(tl.in.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err == nil {
+			for _, p := range pods.Items {
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+						backoff++
+					}
+					if cs.Ready {
+						ready++
+					}
+				}
+			}
+		}
+		tl.record(m+" deployment", fmt.Sprintf("replicas %d (ready %d, updated %d) image %s; pods %d (ready %d, in back-off %d)",
+			ptr.Deref(d.Spec.Replicas, 1), d.Status.ReadyReplicas, d.Status.UpdatedReplicas, image, len(pods.Items), ready, backoff))
+	}
+	if app, err := getMyApp(ctx, tl.in, tl.name); err == nil && app.Status.Traffic != nil {
+		var s []string
+		for _, c := range app.Status.Traffic.Clusters {
+			s = append(s, fmt.Sprintf("%s %s %d%% %d/%d w%d", c.Name, c.State, c.CapPercent, c.Replicas, c.NormalReplicas, c.Weight))
+		}
+		tl.record("hub status.traffic", strings.Join(s, "; "))
 	}
 }
