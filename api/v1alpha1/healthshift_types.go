@@ -272,6 +272,12 @@ type ClusterTraffic struct {
 	// recovery window counts from it.
 	// +optional
 	HealthySince *metav1.Time `json:"healthySince,omitempty"`
+	// UnhealthyUntil is when its signals last turned OK after being
+	// Breaching, Pending or Unknown: a cluster takes replicas cut from
+	// another only `for` after that, so clusters that recover together, a
+	// moment apart, are not cut one towards the other.
+	// +optional
+	UnhealthyUntil *metav1.Time `json:"unhealthyUntil,omitempty"`
 	// LastShift is when the cluster's cap last changed.
 	// +optional
 	LastShift *metav1.Time `json:"lastShift,omitempty"`

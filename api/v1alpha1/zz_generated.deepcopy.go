@@ -282,6 +282,10 @@ func (in *ClusterTraffic) DeepCopyInto(out *ClusterTraffic) {
 		in, out := &in.HealthySince, &out.HealthySince
 		*out = (*in).DeepCopy()
 	}
+	if in.UnhealthyUntil != nil {
+		in, out := &in.UnhealthyUntil, &out.UnhealthyUntil
+		*out = (*in).DeepCopy()
+	}
 	if in.LastShift != nil {
 		in, out := &in.LastShift, &out.LastShift
 		*out = (*in).DeepCopy()

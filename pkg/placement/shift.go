@@ -158,14 +158,28 @@ func Shift(in ShiftInput) ShiftResult {
 		c.NormalReplicas = tc.Replicas
 		cur[i] = c
 	}
-	// healthyOther says a cluster other than i is uncut and OK.
-	healthyOther := func(i int) bool {
+	// healthyOther says a cluster other than i is uncut, OK, and not
+	// unhealthy within the last `for` (as long as a breach must last to
+	// count: clusters that recover together, a moment apart on their own
+	// clocks, are not cut one towards the other); or, when one will be
+	// soon, when (soon is not zero).
+	healthyOther := func(i int) (ok bool, soon time.Time) {
 		for j := range cur {
-			if j != i && cur[j].CapPercent >= 100 && obs[j].state == v1alpha1.SignalOK {
-				return true
+			if j == i || cur[j].CapPercent < 100 || obs[j].state != v1alpha1.SignalOK {
+				continue
+			}
+			if cur[j].UnhealthyUntil == nil {
+				return true, time.Time{}
+			}
+			at := cur[j].UnhealthyUntil.Add(p.ForDuration())
+			if !at.After(in.Now) {
+				return true, time.Time{}
+			}
+			if soon.IsZero() || at.Before(soon) {
+				soon = at
 			}
 		}
-		return false
+		return false, soon
 	}
 	var (
 		shifts  []v1alpha1.TrafficShift
@@ -202,8 +216,12 @@ func Shift(in ShiftInput) ShiftResult {
 				if c.CapPercent <= target {
 					continue
 				}
-				if !healthyOther(i) {
-					blocked = append(blocked, c.Name+" ("+o.message+")")
+				if ok, soon := healthyOther(i); !ok {
+					if soon.IsZero() {
+						blocked = append(blocked, c.Name+" ("+o.message+")")
+					} else {
+						wait(soon)
+					}
 					continue
 				}
 				gap := p.RecoveryDuration() // the other way than the last shift
@@ -226,6 +244,10 @@ func Shift(in ShiftInput) ShiftResult {
 			case v1alpha1.SignalOK:
 				if c.HealthySince == nil {
 					c.HealthySince = &mark
+					if _, seen := prev[c.Name]; seen {
+						// It was not OK at the last call.
+						c.UnhealthyUntil = &mark
+					}
 				}
 				if c.CapPercent >= 100 {
 					c.Reason = ""

@@ -1062,7 +1062,8 @@ func TestShiftClusterSetChanges(t *testing.T) {
 
 // TestShiftPending: Pending (above the threshold for less than `for`) is
 // not sick yet, so it is not cut; but it is no place to shift to, and it
-// does not count towards a recovery.
+// does not count towards a recovery. A cluster back to OK takes replicas
+// only `for` later.
 func TestShiftPending(t *testing.T) {
 	s := time.Second
 	runShift(t, shiftRun{policy: shPolicy(), divided: true, normal: "member-1=8 member-2=2"}, []shiftStep{
@@ -1072,9 +1073,11 @@ func TestShiftPending(t *testing.T) {
 		// towards the other.
 		{at: 5 * s, report: ok2("Breaching 0.12", "Pending 0.1"), replicas: "member-1=8 member-2=2", shifts: "-",
 			cond: "False AllClustersDegraded", condMsg: []string{"member-1 (latency=0.12"}},
-		{at: 6 * s, report: ok2("Breaching 0.12", "OK 0.02"), replicas: "member-1=2 member-2=8", shifts: "member-1 100->20 Degraded latency=0.12"},
+		// member-2 OK again: a place to shift to only `for` (5s) later.
+		{at: 6 * s, report: ok2("Breaching 0.12", "OK 0.02"), replicas: "member-1=8 member-2=2", shifts: "-", requeue: "5s"},
+		{at: 11 * s, report: ok2("Breaching 0.12", "OK 0.02"), replicas: "member-1=2 member-2=8", shifts: "member-1 100->20 Degraded latency=0.12"},
 		// A cut cluster that is Pending is not healthy: no recovery.
-		{at: 10 * s, report: ok2("Pending 0.1", "OK 0.02"), shifts: "-", requeue: "0s"},
+		{at: 15 * s, report: ok2("Pending 0.1", "OK 0.02"), shifts: "-", requeue: "0s"},
 		{at: 45 * s, report: ok2("Pending 0.1", "OK 0.02"), replicas: "member-1=2 member-2=8", shifts: "-"},
 		// OK from 46s: the window counts from there.
 		{at: 46 * s, report: ok2("OK 0.02", "OK 0.02"), shifts: "-", requeue: "30s"},
@@ -1180,4 +1183,18 @@ func TestShiftWindowsSurviveTheStatusRoundTrip(t *testing.T) {
 	if c, _ := shCluster(r.Status, "member-1"); c.CapPercent != 100 {
 		t.Fatalf("member-1 not recovered 31s after OK was first seen: cap %d", c.CapPercent)
 	}
+}
+
+// TestShiftRecoveringTogether: two sick clusters recover a moment apart
+// (each agent on its own clock): the first one back is no place to move
+// the other's replicas to until it has been OK for `for`, so nothing
+// moves.
+func TestShiftRecoveringTogether(t *testing.T) {
+	s := time.Second
+	runShift(t, shiftRun{policy: shPolicy(), divided: true, normal: "member-1=8 member-2=2"}, []shiftStep{
+		{at: 0, report: ok2("OK 0.02", "OK 0.02"), shifts: "-", cond: "False AllHealthy"},
+		{at: 10 * s, report: ok2("Breaching 0.12", "Breaching 0.12"), shifts: "-", cond: "False AllClustersDegraded"},
+		{at: 20 * s, report: ok2("Breaching 0.12", "OK 0.02"), replicas: "member-1=8 member-2=2", shifts: "-", requeue: "5s"},
+		{at: 21 * s, report: ok2("OK 0.02", "OK 0.02"), replicas: "member-1=8 member-2=2", shifts: "-", cond: "False AllHealthy"},
+	})
 }
