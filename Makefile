@@ -65,6 +65,10 @@ build: ## Build every package and the commands into bin/.
 testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips those present).
 	hack/build-testbed-bin.sh
 
+.PHONY: prometheus-bin
+prometheus-bin: testbed-bin ## Build Prometheus into bin/ for the health-shift tests and bench (skipped when present).
+	hack/build-testbed-bin.sh prometheus
+
 ##@ Test
 
 # The packages `make test` runs with the race detector: those whose own
@@ -80,7 +84,7 @@ RACE_PKGS := ./agent/... ./hub/internal/controllers/... ./hub/setup ./hub/intern
 	./pkg/apply ./pkg/hubca ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration
 
 .PHONY: test
-test: lint testbed-bin ## Lint; unit, integration and testbed tests (RACE_PKGS with -race); a short fuzz run; the e2e suite.
+test: lint prometheus-bin ## Lint; unit, integration and testbed tests (RACE_PKGS with -race); a short fuzz run; the e2e suite.
 	@# One package at a time: the packages that start control planes pick
 	@# free loopback ports, and two of them starting at once could race for
 	@# one; it also keeps their timing off each other's cores. Each package
@@ -93,7 +97,7 @@ test: lint testbed-bin ## Lint; unit, integration and testbed tests (RACE_PKGS w
 	$(MAKE) e2e
 
 .PHONY: test-race
-test-race: testbed-bin ## Run the tests of RACE_PKGS with the race detector.
+test-race: prometheus-bin ## Run the tests of RACE_PKGS with the race detector.
 	$(GO) test -race -count=1 -p 1 -timeout 45m $(RACE_PKGS)
 
 .PHONY: fuzz
@@ -111,7 +115,7 @@ E2E_PROVIDER ?= testbed
 E2E_FLAGS ?=
 
 .PHONY: e2e
-e2e: testbed-bin ## Run the e2e suite (test/e2e-multikind) against the local testbed.
+e2e: prometheus-bin ## Run the e2e suite (test/e2e-multikind) against the local testbed.
 	$(GO) test -tags e2e -count=1 -timeout 40m ./test/e2e-multikind/ -provider=$(E2E_PROVIDER) $(E2E_FLAGS)
 
 # Runs per figure of the end-to-end latency report (at least 30).
@@ -121,7 +125,7 @@ BENCH_ZERO_RUNS ?= 30
 BENCH_SHIFT_RUNS ?= 20
 
 .PHONY: bench
-bench: testbed-bin ## Benchmarks: scheduler and sync fan-out (go test -bench), then the end-to-end latency report on the testbed.
+bench: prometheus-bin ## Benchmarks: scheduler and sync fan-out (go test -bench), then the end-to-end latency report on the testbed.
 	$(GO) test -run '^$$' -bench BenchmarkSchedule -benchtime 300ms -benchmem ./pkg/placement/
 	$(GO) test -run '^$$' -bench BenchmarkFanout -benchtime 5x -benchmem ./pkg/sync/
 	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -zero-runs $(BENCH_ZERO_RUNS) -shift-runs $(BENCH_SHIFT_RUNS) -out _output/bench.md

@@ -40,7 +40,9 @@ if need kwok; then
   echo "building kwok"
   (cd "$root/hack/tools/kwok" && go build -trimpath -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
 fi
-if need prometheus; then
+# Prometheus only when asked ($1 = prometheus): the tests and the bench
+# run one per member for the health shift; make run needs none.
+if [ "${1:-}" = prometheus ] && need prometheus; then
   echo "building prometheus (cold: ~6 min)"
   (cd "$root/hack/tools/prometheus" && go build -trimpath -o "$bin/prometheus" github.com/prometheus/prometheus/cmd/prometheus)
 fi
