@@ -43,7 +43,7 @@ fi
 # Prometheus only when asked ($1 = prometheus): the tests and the bench
 # run one per member for the health shift; make run needs none.
 if [ "${1:-}" = prometheus ] && need prometheus; then
-  echo "building prometheus (cold: ~6 min)"
+  echo "building prometheus (cold: ~8 min)"
   (cd "$root/hack/tools/prometheus" && go build -trimpath -o "$bin/prometheus" github.com/prometheus/prometheus/cmd/prometheus)
 fi
 echo "testbed binaries present in $bin"
