@@ -399,34 +399,7 @@ func TestHealthShiftMovesReplicasOffACrashLoopingCluster(t *testing.T) {
 			}
 			return wantTraffic(got, cut)
 		})
-		var recovered flotillav1.TrafficShift
-		eventually(t, "member-1 back at 8 replicas, weights 80/20, Healthy, a Recovered shift", shiftTimeout, func() error {
-			if err := f.wantReplicas(ctx, app, map[string]int32{"member-1": 8, "member-2": 2}); err != nil {
-				return err
-			}
-			got, err := f.getApp(ctx, app)
-			if err != nil {
-				return err
-			}
-			if err := wantTraffic(got, normal); err != nil {
-				return err
-			}
-			sh := got.Status.Traffic.Shifts
-			if len(sh) != 2 || sh[0].Cluster != "member-1" || sh[0].Reason != flotillav1.ReasonHealthRecovered || sh[0].FromPercent != 20 || sh[0].ToPercent != 100 ||
-				sh[1].Reason != flotillav1.ReasonHealthDegraded {
-				return fmt.Errorf("status.traffic %s, want a Recovered shift of member-1 from 20%% to 100%% before the Degraded one", describeTraffic(got))
-			}
-			recovered = sh[0]
-			if err := wantSignals(got, flotillav1.SignalOK, shiftMembers...); err != nil {
-				return err
-			}
-			return wantHealthShifted(got, metav1.ConditionFalse, flotillav1.ReasonAllHealthy)
-		})
-		// The window counts from when the hub saw the signal OK, which is
-		// after the fix; status times have a resolution of a second.
-		if waited := recovered.Time.Sub(fixed); waited < shiftRecovery-time.Second {
-			t.Errorf("member-1 recovered %s after its pod was fixed, within the %s recovery window", waited.Round(time.Millisecond), shiftRecovery)
-		}
+		f.waitRecovered(t, ctx, app, "member-1", map[string]int32{"member-1": 8, "member-2": 2}, normal, fixed)
 		eventually(t, "a Normal Recovered event on MyApp web", shiftTimeout, func() error {
 			return f.wantEvent(ctx, app, corev1.EventTypeNormal, flotillav1.ReasonHealthRecovered, "member-1", "from 20% to 100%")
 		})
@@ -616,4 +589,41 @@ func TestHealthShiftWritesHTTPRouteWeights(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// waitRecovered waits until cluster of app is back at its normal split
+// (replicas per member, traffic as normal) with a Recovered shift of it
+// from 20% to 100% ahead of the Degraded one, every member's signal OK and
+// HealthShifted False AllHealthy; and checks the recovery came no sooner
+// than the recovery window after fixed. The window counts from when the
+// hub saw the signal OK, after the fix; status times have a resolution of
+// a second.
+func (f *fleet) waitRecovered(t *testing.T, ctx context.Context, app *flotillav1.MyApp, cluster string, split map[string]int32, normal map[string]clusterTrafficWant, fixed time.Time) {
+	t.Helper()
+	var recovered flotillav1.TrafficShift
+	eventually(t, cluster+" back at its normal split, Healthy, a Recovered shift", shiftTimeout, func() error {
+		if err := f.wantReplicas(ctx, app, split); err != nil {
+			return err
+		}
+		got, err := f.getApp(ctx, app)
+		if err != nil {
+			return err
+		}
+		if err := wantTraffic(got, normal); err != nil {
+			return err
+		}
+		sh := got.Status.Traffic.Shifts
+		if len(sh) != 2 || sh[0].Cluster != cluster || sh[0].Reason != flotillav1.ReasonHealthRecovered || sh[0].FromPercent != 20 || sh[0].ToPercent != 100 ||
+			sh[1].Reason != flotillav1.ReasonHealthDegraded {
+			return fmt.Errorf("status.traffic %s, want a Recovered shift of %s from 20%% to 100%% before the Degraded one", describeTraffic(got), cluster)
+		}
+		recovered = sh[0]
+		if err := wantSignals(got, flotillav1.SignalOK, shiftMembers...); err != nil {
+			return err
+		}
+		return wantHealthShifted(got, metav1.ConditionFalse, flotillav1.ReasonAllHealthy)
+	})
+	if waited := recovered.Time.Sub(fixed); waited < shiftRecovery-time.Second {
+		t.Errorf("%s recovered %s after its pod was fixed, within the %s recovery window", cluster, waited.Round(time.Millisecond), shiftRecovery)
+	}
 }

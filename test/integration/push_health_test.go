@@ -246,34 +246,7 @@ func TestPushMemberShiftsOnHealth(t *testing.T) {
 			}
 			return wantTraffic(got, cut)
 		})
-		var recovered flotillav1.TrafficShift
-		eventually(t, "member-2 back at 8 replicas, weights 20/80, Healthy, a Recovered shift", shiftTimeout, func() error {
-			if err := f.wantReplicas(ctx, app, normalSplit); err != nil {
-				return err
-			}
-			got, err := f.getApp(ctx, app)
-			if err != nil {
-				return err
-			}
-			if err := wantTraffic(got, normal); err != nil {
-				return err
-			}
-			sh := got.Status.Traffic.Shifts
-			if len(sh) != 2 || sh[0].Cluster != "member-2" || sh[0].Reason != flotillav1.ReasonHealthRecovered || sh[0].FromPercent != 20 || sh[0].ToPercent != 100 ||
-				sh[1].Reason != flotillav1.ReasonHealthDegraded {
-				return fmt.Errorf("status.traffic %s, want a Recovered shift of member-2 from 20%% to 100%% before the Degraded one", describeTraffic(got))
-			}
-			recovered = sh[0]
-			if err := wantSignals(got, flotillav1.SignalOK, shiftMembers...); err != nil {
-				return err
-			}
-			return wantHealthShifted(got, metav1.ConditionFalse, flotillav1.ReasonAllHealthy)
-		})
-		// The window counts from when the hub saw the signal OK, after
-		// the fix; status times have a resolution of a second.
-		if waited := recovered.Time.Sub(fixed); waited < shiftRecovery-time.Second {
-			t.Errorf("member-2 recovered %s after its pod was fixed, within the %s recovery window", waited.Round(time.Millisecond), shiftRecovery)
-		}
+		f.waitRecovered(t, ctx, app, "member-2", normalSplit, normal, fixed)
 		eventually(t, "a Normal Recovered event on MyApp web naming member-2", shiftTimeout, func() error {
 			return f.wantEvent(ctx, app, corev1.EventTypeNormal, flotillav1.ReasonHealthRecovered, "member-2", "from 20% to 100%")
 		})
