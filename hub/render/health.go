@@ -32,6 +32,9 @@ func WorkHealth(app *flotillav1.MyApp, cluster string) *flotillav1.WorkHealth {
 // queryVar matches the variables of a health-shift query.
 var queryVar = regexp.MustCompile(`\$\{(cluster|namespace|name|label:[^}]*)\}`)
 
+// anyQueryVar matches anything written as a variable.
+var anyQueryVar = regexp.MustCompile(`\$\{[^}]*\}`)
+
 // RenderQuery replaces ${cluster}, ${namespace} (the member namespace),
 // ${name} and ${label:KEY} (the MyApp's label KEY, empty when unset) in a
 // PromQL query. Values are escaped for a double-quoted PromQL string (a
@@ -63,7 +66,7 @@ func promEscape(s string) string {
 // know, for the webhook's error.
 func UnknownQueryVariables(q string) []string {
 	var out []string
-	for _, m := range regexp.MustCompile(`\$\{[^}]*\}`).FindAllString(q, -1) {
+	for _, m := range anyQueryVar.FindAllString(q, -1) {
 		if !queryVar.MatchString(m) {
 			out = append(out, fmt.Sprintf("%q", m))
 		}

@@ -187,19 +187,20 @@ func newStatus(app *flotillav1.MyApp, d *desiredState, in appstatus.Input) floti
 		}
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	if app.Spec.Placement.HealthShift == nil {
+	policy := app.Spec.Placement.HealthShift != nil
+	if !policy {
 		meta.RemoveStatusCondition(&st.Conditions, flotillav1.ConditionHealthShifted)
 	}
 	switch {
-	case app.Spec.Placement.HealthShift == nil && d.shift == nil:
-		st.Traffic = nil
-	case d.shift != nil && app.Spec.Placement.HealthShift == nil:
-		st.Traffic = d.shift.Status
 	case d.shift != nil:
 		st.Traffic = d.shift.Status
-		c := d.shift.Condition
-		c.ObservedGeneration = app.Generation
-		meta.SetStatusCondition(&st.Conditions, c)
+		if policy {
+			c := d.shift.Condition
+			c.ObservedGeneration = app.Generation
+			meta.SetStatusCondition(&st.Conditions, c)
+		}
+	case !policy:
+		st.Traffic = nil
 	}
 	st.ObservedGeneration = app.Generation
 	return st
