@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -16,6 +17,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
 
 // TokenFlags are the flags that describe a token to create (token create,
@@ -193,6 +195,10 @@ func WriteTokens(out io.Writer, views []TokenView, wide bool) error {
 func newTokenCommand(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and delete the bootstrap tokens members join with"}
 	var flags TokenFlags
+	var (
+		printJoin, helmValues bool
+		hubAddress, caSecret  string
+	)
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a bootstrap token and print it (the hub keeps only its hash)",
@@ -206,15 +212,42 @@ func newTokenCommand(g *Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if (printJoin || helmValues) && hubAddress == "" {
+				return errors.New("--hub-address: required with --print-join-command and --helm-values (the HOST:PORT agents dial)")
+			}
+			if hubAddress != "" {
+				if err := checkHostPort(hubAddress); err != nil {
+					return fmt.Errorf("--hub-address: %w", err)
+				}
+			}
+			var caHash string
+			if printJoin || helmValues {
+				// Read the CA first: a hub without one gets no token.
+				if caHash, err = HubCAHash(cmd.Context(), c, g.SystemNamespace, caSecret); err != nil {
+					return err
+				}
+			}
 			t, err := CreateToken(cmd.Context(), c, g.SystemNamespace, opts, time.Now())
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintln(g.IO.Out, t.String())
+			switch {
+			case helmValues:
+				_, err = fmt.Fprint(g.IO.Out, AgentHelmValues(hubAddress, t, caHash))
+			case printJoin:
+				_, err = fmt.Fprintln(g.IO.Out, JoinCommand(hubAddress, t, caHash))
+			default:
+				_, err = fmt.Fprintln(g.IO.Out, t.String())
+			}
 			return err
 		},
 	}
 	flags.add(create)
+	create.Flags().BoolVar(&printJoin, "print-join-command", false, "print the whole `kubectl flotilla join` command (needs --hub-address) instead of the token alone")
+	create.Flags().BoolVar(&helmValues, "helm-values", false, "print the flotilla-agent chart's values for joining with this token (needs --hub-address; add clusterName per member)")
+	create.Flags().StringVar(&hubAddress, "hub-address", "", "the hub's sync endpoint HOST:PORT agents dial, for --print-join-command and --helm-values")
+	create.Flags().StringVar(&caSecret, "ca-secret", flotillav1.HubCASecretName, "the Secret in the hub's namespace holding the hub CA (tls.crt; ca.crt with provided or cert-manager certificates)")
+	create.MarkFlagsMutuallyExclusive("print-join-command", "helm-values")
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
@@ -268,4 +301,47 @@ func parseLabelsFlag(flag, s string) (map[string]string, error) {
 		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return labels, nil
+}
+
+// HubCAHash reads the hub CA from Secret name in namespace and returns the
+// pin agents join with: the self-managed CA Secret's tls.crt, else the
+// ca.crt of a provided or cert-manager Secret.
+func HubCAHash(ctx context.Context, c client.Reader, namespace, name string) (string, error) {
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("--ca-secret: no Secret %s/%s with the hub CA; a self-managed hub creates it on its first start (is the hub running?), a provided one is named with --ca-secret", namespace, name)
+		}
+		return "", fmt.Errorf("reading the hub CA Secret %s/%s: %w", namespace, name, err)
+	}
+	for _, key := range []string{corev1.TLSCertKey, "ca.crt"} {
+		data, ok := secret.Data[key]
+		if !ok {
+			continue
+		}
+		cert, err := pki.ParseCertificatePEM(data)
+		if err != nil {
+			return "", fmt.Errorf("--ca-secret: %s/%s key %s: %w", namespace, name, key, err)
+		}
+		if !cert.IsCA {
+			continue
+		}
+		return bootstrap.CAHash(cert), nil
+	}
+	return "", fmt.Errorf("--ca-secret: %s/%s has no CA certificate in tls.crt or ca.crt", namespace, name)
+}
+
+// AgentHelmValues are the flotilla-agent chart's values that make a member
+// join the hub at hubAddress with token t, pinning caHash. The member's
+// name is the one value left to set per member (clusterName).
+func AgentHelmValues(hubAddress string, t bootstrap.Token, caHash string) string {
+	return fmt.Sprintf(`# flotilla-agent chart values: join the hub at %[1]s.
+# Per member: helm install ... -f THIS --set clusterName=NAME
+hubAddress: %[1]q
+certificates:
+  mode: join
+  join:
+    token: %[2]q
+    caHash: %[3]q
+`, hubAddress, t.String(), caHash)
 }

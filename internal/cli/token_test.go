@@ -11,9 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
+	"github.com/flotilla-dev/flotilla/pkg/hubca"
 )
 
 // TestTokens creates, lists and deletes tokens on a real apiserver,
@@ -165,5 +167,101 @@ func TestAcceptDeny(t *testing.T) {
 	mc := &flotillav1.MemberCluster{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "accept-b"}, mc); err != nil || !mc.IsAccepted() {
 		t.Errorf("accept after deny: %v, accepted %t", err, mc.IsAccepted())
+	}
+}
+
+// TestTokenJoinOutputs prints, with a new token, the join command and the
+// agent chart's values, pinned to the hub CA in the cluster; without a hub
+// address or a CA it refuses, naming the flag, and creates no token.
+func TestTokenJoinOutputs(t *testing.T) {
+	c := hubEnv.client(t)
+	ctx := context.Background()
+	const ns = "token-join-test"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--kubeconfig", hubEnv.kubeconfig(t), "--flotilla-namespace", ns}
+	tokens := func() int {
+		list := &corev1.SecretList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range list.Items {
+			if string(s.Type) == flotillav1.BootstrapTokenSecretType {
+				n++
+			}
+		}
+		return n
+	}
+
+	// No CA yet: refused before a token is made.
+	out, err := run(t, append(flags, "token", "create", "--helm-values", "--hub-address", "hub.example.com:9443")...)
+	if err == nil || !strings.Contains(err.Error(), "--ca-secret") {
+		t.Fatalf("--helm-values without a hub CA: %v (output %q), want an error naming --ca-secret", err, out)
+	}
+	if _, err := run(t, append(flags, "token", "create", "--print-join-command")...); err == nil || !strings.Contains(err.Error(), "--hub-address") {
+		t.Fatalf("--print-join-command without --hub-address: %v, want an error naming --hub-address", err)
+	}
+	if _, err := run(t, append(flags, "token", "create", "--print-join-command", "--hub-address", "no-port")...); err == nil || !strings.Contains(err.Error(), "--hub-address") {
+		t.Fatalf("--hub-address without a port: %v, want an error naming --hub-address", err)
+	}
+	if n := tokens(); n != 0 {
+		t.Fatalf("%d tokens were created by refused commands", n)
+	}
+
+	ca, err := hubca.Ensure(ctx, c, c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bootstrap.CAHash(ca.Cert)
+	out, err = run(t, append(flags, "token", "create", "--print-join-command", "--hub-address", "hub.example.com:9443")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "kubectl flotilla join --hub hub.example.com:9443 --token ") || !strings.Contains(out, "--ca-hash "+want+" ") {
+		t.Errorf("join command %q, want one for hub.example.com:9443 pinned to %s", out, want)
+	}
+
+	out, err = run(t, append(flags, "token", "create", "--helm-values", "--hub-address", "hub.example.com:9443", "--auto-accept")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		HubAddress   string `json:"hubAddress"`
+		Certificates struct {
+			Mode string `json:"mode"`
+			Join struct {
+				Token  string `json:"token"`
+				CAHash string `json:"caHash"`
+			} `json:"join"`
+		} `json:"certificates"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(out), &values); err != nil {
+		t.Fatalf("--helm-values printed what is not the values it should be: %v\n%s", err, out)
+	}
+	if values.HubAddress != "hub.example.com:9443" || values.Certificates.Mode != "join" || values.Certificates.Join.CAHash != want {
+		t.Errorf("values %+v, want hubAddress hub.example.com:9443, mode join, caHash %s", values, want)
+	}
+	tok, err := bootstrap.ParseToken(values.Certificates.Join.Token)
+	if err != nil {
+		t.Fatalf("values' token %q: %v", values.Certificates.Join.Token, err)
+	}
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: bootstrap.SecretName(tok.ID)}, s); err != nil {
+		t.Fatalf("the token of the values is not on the hub: %v", err)
+	}
+	if info, err := bootstrap.Check(s, tok, "m1", time.Now()); err != nil || !info.AutoAccept {
+		t.Errorf("the values' token checks as %+v, %v; want a valid auto-accepting token", info, err)
+	}
+
+	// A provided CA (ca.crt of the hub's certificate Secret) is pinned too.
+	provided := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flotilla-hub-certs"}, Data: map[string][]byte{"ca.crt": ca.CertPEM()}}
+	if err := c.Create(ctx, provided); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, append(flags, "token", "create", "--print-join-command", "--hub-address", "hub.example.com:9443", "--ca-secret", "flotilla-hub-certs")...)
+	if err != nil || !strings.Contains(out, "--ca-hash "+want+" ") {
+		t.Errorf("with --ca-secret flotilla-hub-certs: %q, %v; want the join command pinned to %s", out, err, want)
 	}
 }
