@@ -56,6 +56,10 @@ lint: ## gofmt and go vet.
 
 ##@ Build
 
+.PHONY: images
+images: ## Build the hub and agent images with a Docker engine, no registry needed (BASE=scratch; IMAGE_TAG, IMAGE_REPO, ARCH: hack/build-images.sh).
+	hack/build-images.sh
+
 .PHONY: build
 build: ## Build every package and the commands into bin/.
 	$(GO) build ./...

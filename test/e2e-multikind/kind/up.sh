@@ -97,9 +97,7 @@ done
 # --- images -------------------------------------------------------------------
 if [[ $SKIP_BUILD != 1 ]]; then
 	log "building $HUB_IMAGE and $AGENT_IMAGE"
-	DOCKER_BUILDKIT=1 docker build --target hub -t "$HUB_IMAGE" "$ROOT"
-	DOCKER_BUILDKIT=1 docker build --target agent -t "$AGENT_IMAGE" \
-		--build-arg VERSION="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo dev)" "$ROOT"
+	IMAGE_REPO=ghcr.io/flotilla-dev IMAGE_TAG="$IMAGE_TAG" "$ROOT/hack/build-images.sh"
 fi
 for image in "$HUB_IMAGE" "$AGENT_IMAGE"; do
 	docker image inspect "$image" >/dev/null 2>&1 ||
