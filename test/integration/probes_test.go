@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -42,9 +43,17 @@ func TestAgentReadiness(t *testing.T) {
 	_, stopHub := f.startSyncHub(t, syncAddr)
 
 	member := f.cfgs["member-1"]
-	relay := startRelay(t, strings.TrimPrefix(member.Host, "https://"))
+	u, err := url.Parse(member.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := startRelay(t, u.Host)
 	viaRelay := rest.CopyConfig(member)
 	viaRelay.Host = "https://" + relay.addr
+	if viaRelay.TLSClientConfig.ServerName == "" {
+		// The member's certificate names its own host, not the relay's.
+		viaRelay.TLSClientConfig.ServerName = u.Hostname()
+	}
 
 	logs := &testutil.LogBuffer{}
 	probeAddr := freeAddr(t)
