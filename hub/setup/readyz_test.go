@@ -11,11 +11,14 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/internal/testutil"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/test/deployrbac"
@@ -50,6 +53,9 @@ func TestHubReadiness(t *testing.T) {
 	// The hub's ClusterRole, as shipped; the test binds it to its own
 	// service account in its own namespace, so no other test's grants
 	// reach this hub.
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	if err := deployrbac.Install(ctx, admin, deployrbac.Hub); err != nil {
 		t.Fatal(err)
 	}
