@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/flotilla-dev/flotilla/agent/capacity"
@@ -333,11 +332,13 @@ func New(opts Options) (*Agent, error) {
 		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: agentNamespace(opts),
 		Accept: opts.AcceptFleetID, Applier: applier, Log: opts.Logger.WithName("fleet-identity"),
 	}
+	// The Store, noting when the hub refuses this agent (hub-stream check).
+	applierOfHub := &standDownRecorder{Store: store}
 	sc, err := syncclient.New(syncclient.Config{
 		Address:           ident.target,
 		TLS:               ident.tls,
 		Cluster:           ident.cluster,
-		Applier:           store,
+		Applier:           applierOfHub,
 		Identity:          identity,
 		Resources:         summarizer.Latest,
 		AgentVersion:      Version,
@@ -364,10 +365,11 @@ func New(opts Options) (*Agent, error) {
 	if err := (&works.Reconciler{Reader: mgr.GetCache(), Store: store}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the Work reconciler: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	watch := newStreamWatch(sc.State, applierOfHub, ident.target, opts.Logger.WithName("hub-stream"))
+	if err := mgr.Add(watch); err != nil {
 		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	if err := addProbes(mgr, check, opts.Config.Host, watch); err != nil {
 		return nil, err
 	}
 	return &Agent{Manager: mgr, Store: store, Sync: sc, Credentials: ident.source, LeaderIdentity: leaderID}, nil

@@ -88,11 +88,20 @@ func getOrCreate(ctx context.Context, reader client.Reader, writer client.Client
 // ensureFleetID is EnsureFleetID retried while the apiserver fails, until
 // ctx ends.
 func ensureFleetID(ctx context.Context, reader client.Reader, writer client.Client, namespace string) (string, error) {
+	return ensureFleetIDReporting(ctx, reader, writer, namespace, nil)
+}
+
+// ensureFleetIDReporting is ensureFleetID telling failed (when not nil)
+// of each failure it retries, for the leader's readiness check.
+func ensureFleetIDReporting(ctx context.Context, reader client.Reader, writer client.Client, namespace string, failed func(error)) (string, error) {
 	delay := 500 * time.Millisecond
 	for {
 		id, err := EnsureFleetID(ctx, reader, writer, namespace)
 		if err == nil || ctx.Err() != nil {
 			return id, err
+		}
+		if failed != nil {
+			failed(err)
 		}
 		select {
 		case <-ctx.Done():

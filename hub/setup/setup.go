@@ -22,7 +22,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -312,14 +311,12 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if hub.Push, err = setupPush(ctx, mgr, opts, scheme, hub, hub.Works, lease.fence(mgr.GetAPIReader())); err != nil {
 		return nil, fmt.Errorf("setting up push mode: %w", err)
 	}
-	if err := setupSync(ctx, mgr, opts, hub, mcReconciler, certs); err != nil {
+	syncRun, err := setupSync(ctx, mgr, opts, hub, mcReconciler, certs)
+	if err != nil {
 		return nil, err
 	}
 	mcReconciler.Prunes = prunes{engine: hub.Push, sync: syncConfirmer(hub.Sync)}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	if err := addProbes(mgr, opts, syncRun); err != nil {
 		return nil, err
 	}
 	return hub, nil
@@ -482,9 +479,9 @@ func (k *caBundleKeeper) sync(ctx context.Context) error {
 // setupSync serves the agents' sync stream on the leader, with the
 // fleet identity and the MemberCluster controller's prune confirmations,
 // with the certificate and agent CAs of certs.
-func setupSync(ctx context.Context, mgr ctrl.Manager, opts Options, hub *Hub, mcReconciler *membercluster.Reconciler, certs *hubPKI) error {
+func setupSync(ctx context.Context, mgr ctrl.Manager, opts Options, hub *Hub, mcReconciler *membercluster.Reconciler, certs *hubPKI) (*syncRunnable, error) {
 	if opts.SyncAddr == "" {
-		return nil
+		return nil, nil
 	}
 	registerer := opts.Registerer
 	if registerer == nil {
@@ -495,7 +492,7 @@ func setupSync(ctx context.Context, mgr ctrl.Manager, opts Options, hub *Hub, mc
 	// provided files without ca.key, so no joining).
 	boot, err := setupJoin(ctx, mgr, opts, certs.CA)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tlsCfg := certs.serverTLSConfig()
 	srv, err := syncserver.New(syncserver.Config{
@@ -529,22 +526,26 @@ func setupSync(ctx context.Context, mgr ctrl.Manager, opts Options, hub *Hub, mc
 		BootstrapBurst: opts.BootstrapBurst,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	source.Notify(srv.WorkChanged)
 	// A MemberCluster deleted, or a certificate revoked in its spec, ends
 	// its agent's stream at once.
 	if err := syncbridge.WatchClusters(ctx, mgr.GetCache(), srv.ClusterChanged); err != nil {
-		return err
+		return nil, err
 	}
 	hub.Sync = srv
+	state := newSyncState()
 	fleet := func(ctx context.Context) (string, error) {
-		return ensureFleetID(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
+		return ensureFleetIDReporting(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts), func(err error) {
+			state.set(stepFleetID, false, err)
+		})
 	}
-	if err := mgr.Add(&syncRunnable{srv: srv, addr: opts.SyncAddr, onListening: opts.OnSyncListening, fleetID: fleet, log: opts.Logger}); err != nil {
-		return err
+	run := &syncRunnable{srv: srv, addr: opts.SyncAddr, onListening: opts.OnSyncListening, fleetID: fleet, log: opts.Logger, state: state}
+	if err := mgr.Add(run); err != nil {
+		return nil, err
 	}
-	return nil
+	return run, nil
 }
 
 // syncRunnable serves the sync server on the leader only: Works and status
@@ -558,13 +559,23 @@ type syncRunnable struct {
 	// served only once it is known.
 	fleetID func(ctx context.Context) (string, error)
 	log     logr.Logger
+	// state tells /readyz where the server stands (see syncServing).
+	state *syncState
 }
+
+// The leader's steps before it serves agents, as /readyz names them.
+const (
+	stepFleetID = "reading the hub's fleet identity (ConfigMap flotilla-fleet)"
+	stepListen  = "listening for agents"
+	stepStopped = "the sync server stopped"
+)
 
 func (r *syncRunnable) NeedLeaderElection() bool { return true }
 
 func (r *syncRunnable) Start(ctx context.Context) error {
 	// The fleet identity is read (and created the first time) by the
 	// leader, before any agent is served.
+	r.state.set(stepFleetID, false, nil)
 	id, err := r.fleetID(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -574,20 +585,28 @@ func (r *syncRunnable) Start(ctx context.Context) error {
 	}
 	r.srv.SetFleetID(id)
 	r.log.Info("serving agents as fleet", "fleetID", id)
+	r.state.set(stepListen+" on "+r.addr, false, nil)
 	lis, err := net.Listen("tcp", r.addr)
 	if err != nil {
+		r.state.set(stepListen+" on "+r.addr, false, err)
 		return fmt.Errorf("listening for agents on %s: %w", r.addr, err)
-	}
-	if r.onListening != nil {
-		r.onListening(lis.Addr().String())
 	}
 	errCh := make(chan error, 1)
 	go func() { errCh <- r.srv.Serve(lis) }()
+	// The listener is bound and Serve accepts on it: connections queue
+	// in the kernel until the first Accept, so streams are accepted from
+	// here on.
+	r.state.set("serving agents on "+lis.Addr().String(), true, nil)
+	if r.onListening != nil {
+		r.onListening(lis.Addr().String())
+	}
 	select {
 	case <-ctx.Done():
+		r.state.set(stepStopped, false, ctx.Err())
 		r.srv.Stop()
 		return nil
 	case err := <-errCh:
+		r.state.set(stepStopped, false, err)
 		return err
 	}
 }
