@@ -1,7 +1,9 @@
 // Tools module for helm, which the chart tests (test/helmchart) run: lint,
 // template golden files and install into a testbed kube-apiserver. Separate
 // from the main module so helm's dependencies and k8s.io versions stay out
-// of Flotilla's build.
+// of Flotilla's build. Helm 4 (v4.3.2): helm.sh/helm/v3 v3.22.0 is served
+// but is not an approved release; the CLI commands the tests run (lint,
+// template, install, uninstall) are the same.
 module flotilla.dev/hack/tools/helm
 
 go 1.26.0
