@@ -35,11 +35,17 @@ generate: ## Generate deepcopy code and protobuf / gRPC code.
 	@if [ -x hack/generate-proto.sh ]; then hack/generate-proto.sh; fi
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into deploy/.
+manifests: ## Generate CRDs and RBAC into deploy/ (the kustomize bases and the Helm charts).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=deploy/hub/crds
 	$(GO) run ./hack/crdtrim deploy/hub/crds/flotilla.dev_myapps.yaml spec.template.spec
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-hub paths=./hub/... output:rbac:artifacts:config=deploy/hub/rbac
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-agent paths=./agent/... output:rbac:artifacts:config=deploy/agent/rbac
+	@# The Helm charts install the same generated files: the CRDs from the
+	@# chart's crds/, the RBAC rules through .Files.Get (templates/rbac.yaml).
+	rm -rf deploy/charts/flotilla-hub/crds && mkdir -p deploy/charts/flotilla-hub/crds deploy/charts/flotilla-hub/files deploy/charts/flotilla-agent/files
+	cp deploy/hub/crds/*.yaml deploy/charts/flotilla-hub/crds/
+	cp deploy/hub/rbac/role.yaml deploy/charts/flotilla-hub/files/role.yaml
+	cp deploy/agent/rbac/role.yaml deploy/charts/flotilla-agent/files/role.yaml
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated code or manifests are out of date, or go.mod is not tidy.
@@ -73,6 +79,10 @@ testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips thos
 prometheus-bin: testbed-bin ## Build Prometheus into bin/ for the health-shift tests and bench (skipped when present).
 	hack/build-testbed-bin.sh prometheus
 
+.PHONY: helm-bin
+helm-bin: testbed-bin ## Build helm into bin/ for the chart tests (skipped when present).
+	hack/build-testbed-bin.sh helm
+
 ##@ Test
 
 # The packages `make test` runs with the race detector: those whose own
@@ -88,7 +98,7 @@ RACE_PKGS := ./agent/... ./hub/internal/controllers/... ./hub/setup ./hub/intern
 	./pkg/apply ./pkg/hubca ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration
 
 .PHONY: test
-test: lint prometheus-bin ## Lint; unit, integration and testbed tests (RACE_PKGS with -race); a short fuzz run; the e2e suite.
+test: lint prometheus-bin helm-bin ## Lint; unit, integration and testbed tests (RACE_PKGS with -race); a short fuzz run; the e2e suite.
 	@# One package at a time: the packages that start control planes pick
 	@# free loopback ports, and two of them starting at once could race for
 	@# one; it also keeps their timing off each other's cores. Each package

@@ -46,4 +46,11 @@ if [ "${1:-}" = prometheus ] && need prometheus; then
   echo "building prometheus (cold: ~8 min)"
   (cd "$root/hack/tools/prometheus" && go build -trimpath -o "$bin/prometheus" github.com/prometheus/prometheus/cmd/prometheus)
 fi
+# helm only when asked ($1 = helm): the chart tests (test/helmchart) run it.
+if [ "${1:-}" = helm ] && need helm; then
+  echo "building helm (cold: ~5 min, 8 min of CPU)"
+  (cd "$root/hack/tools/helm" && go build -trimpath \
+    -ldflags "-X helm.sh/helm/v4/internal/version.version=v4.3.2" \
+    -o "$bin/helm" helm.sh/helm/v4/cmd/helm)
+fi
 echo "testbed binaries present in $bin"
