@@ -143,6 +143,15 @@ var checks = map[string]func(t *testing.T, objs map[string]*unstructured.Unstruc
 		}
 		mustHave(t, objs, "FleetNamespacePolicy/team-a")
 		mustNotHave(t, objs, "PodDisruptionBudget/flotilla-system/flotilla-hub")
+		svc := objs["Service/flotilla-system/flotilla-hub"]
+		if svc == nil {
+			t.Fatal("no Service flotilla-hub")
+		}
+		typ, _, _ := unstructured.NestedString(svc.Object, "spec", "type")
+		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+		if typ != "NodePort" || len(ports) != 1 || fmt.Sprint(ports[0].(map[string]any)["nodePort"]) != "30943" {
+			t.Errorf("Service flotilla-hub type %q, ports %v; want NodePort with nodePort 30943", typ, ports)
+		}
 	},
 	"agent-default": func(t *testing.T, objs map[string]*unstructured.Unstructured) {
 		mustHave(t, objs, "ConfigMap/flotilla-system/flotilla-agent-config", "ClusterRole/flotilla-agent", "Role/flotilla-system/flotilla-agent")
@@ -192,6 +201,7 @@ func TestRefusedValues(t *testing.T) {
 		{HubChart, []string{"timings.heartbeatGrace=soon"}, "/timings/heartbeatGrace"},
 		{HubChart, []string{"evictions.partitionBrakeThreshold=2"}, "/evictions/partitionBrakeThreshold"},
 		{HubChart, []string{"replica=3"}, "'replica'"},
+		{HubChart, []string{"service.type=ExternalName"}, "/service/type"},
 		{HubChart, []string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled: needs metrics.enabled"},
 		{AgentChart, []string{"certificates.mode=self-managed"}, "/certificates/mode"},
 		{AgentChart, []string{"certificates.mode=provided"}, "hubAddress: must be set"},
