@@ -35,17 +35,18 @@ generate: ## Generate deepcopy code and protobuf / gRPC code.
 	@if [ -x hack/generate-proto.sh ]; then hack/generate-proto.sh; fi
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into deploy/.
+manifests: ## Generate CRDs and RBAC into deploy/, and the metrics reference docs/metrics.md.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=deploy/hub/crds
 	$(GO) run ./hack/crdtrim deploy/hub/crds/flotilla.dev_myapps.yaml spec.template.spec
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-hub paths=./hub/... output:rbac:artifacts:config=deploy/hub/rbac
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-agent paths=./agent/... output:rbac:artifacts:config=deploy/agent/rbac
+	$(GO) run ./hack/metricsdoc -out docs/metrics.md
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated code or manifests are out of date, or go.mod is not tidy.
-	@if [ -n "$$(git status --porcelain -- api deploy pkg hack)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api deploy pkg hack docs/metrics.md)" ]; then \
 		echo "generated files are out of date; run 'make generate manifests' and commit:"; \
-		git status --porcelain -- api deploy pkg hack; git --no-pager diff --stat; exit 1; fi
+		git status --porcelain -- api deploy pkg hack docs/metrics.md; git --no-pager diff --stat; exit 1; fi
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod / go.sum are not tidy; run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }
 	@echo "generated code and manifests are up to date, go.mod tidy"
 

@@ -36,7 +36,7 @@ func boolGauge(b bool) float64 {
 // controller-runtime's registry at init, and a HeartbeatCollector (which
 // a hub registers with its Tracker), for the metrics reference.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{pruneBlocked, fleetMismatch, &HeartbeatCollector{}}
+	return []prometheus.Collector{pruneBlocked, fleetMismatch, partitionBrakeActive, evictionsWaiting, &HeartbeatCollector{}}
 }
 
 var heartbeatAgeDesc = prometheus.NewDesc("flotilla_member_heartbeat_age_seconds",
