@@ -35,12 +35,13 @@ generate: ## Generate deepcopy code and protobuf / gRPC code.
 	@if [ -x hack/generate-proto.sh ]; then hack/generate-proto.sh; fi
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into deploy/, and the metrics reference docs/metrics.md.
+manifests: ## Generate CRDs and RBAC into deploy/, the metrics reference docs/metrics.md, and the alerts and dashboard in deploy/monitoring.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=deploy/hub/crds
 	$(GO) run ./hack/crdtrim deploy/hub/crds/flotilla.dev_myapps.yaml spec.template.spec
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-hub paths=./hub/... output:rbac:artifacts:config=deploy/hub/rbac
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-agent paths=./agent/... output:rbac:artifacts:config=deploy/agent/rbac
 	$(GO) run ./hack/metricsdoc -out docs/metrics.md
+	$(GO) run ./hack/monitoring -dir deploy/monitoring
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated code or manifests are out of date, or go.mod is not tidy.
@@ -67,7 +68,7 @@ testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips thos
 	hack/build-testbed-bin.sh
 
 .PHONY: prometheus-bin
-prometheus-bin: testbed-bin ## Build Prometheus into bin/ for the health-shift tests and bench (skipped when present).
+prometheus-bin: testbed-bin ## Build Prometheus and promtool into bin/ for the health-shift tests, the alert tests and bench (skipped when present).
 	hack/build-testbed-bin.sh prometheus
 
 ##@ Test
