@@ -57,19 +57,19 @@ func wantMetric(t *testing.T, reg prometheus.Gatherer, name string, labels map[s
 }
 
 // TestAgentAndHubMetricsFollowTheFleet: the agent's metrics move as it
-// connects, applies, repairs a hand edit and resumes after a restart, and
+// connects, applies and repairs a hand edit, and
 // the hub's heartbeat age, leader and MyApp status-write metrics as the
-// hub runs.
+// hub runs; a new hub makes the agent reconnect and resume.
 func TestAgentAndHubMetricsFollowTheFleet(t *testing.T) {
 	f := startFleet(t, 1)
 	ctx := context.Background()
 	syncAddr := freeAddr(t)
 	hubReg := newRegistry()
-	f.startSyncHubWith(t, syncAddr, func(o *setup.Options) { o.Registerer = hubReg })
+	_, stopHub := f.startSyncHubWith(t, syncAddr, func(o *setup.Options) { o.Registerer = hubReg })
 	agentReg := newRegistry()
 	opts := f.agentOptions(t, "member-1", syncAddr)
 	opts.Registerer = agentReg
-	stopAgent := startAgent(t, opts)
+	startAgent(t, opts)
 	waitReady(t, f.hub, "member-1")
 
 	// Connected with nothing held: a full snapshot, the leader, stream up.
@@ -151,13 +151,19 @@ func TestAgentAndHubMetricsFollowTheFleet(t *testing.T) {
 		return nil
 	})
 
-	// A restarted agent holds the Work: its stream is a resume.
-	stopAgent()
-	restarted := newRegistry()
-	opts.Registerer = restarted
-	startAgent(t, opts)
-	eventually(t, "the restarted agent resumed", 30*time.Second, wantMetric(t, restarted, "flotilla_agent_resumes_total", nil, 1))
-	if err := wantMetric(t, restarted, "flotilla_agent_snapshots_total", nil, 0)(); err != nil {
+	// A new hub: the agent reconnects, says it holds the Work, and its
+	// stream is a resume, not a full snapshot.
+	stopHub()
+	if err := wantMetric(t, agentReg, "flotilla_agent_stream_reconnects_total", nil, 0)(); err != nil {
 		t.Error(err)
 	}
+	f.startSyncHubWith(t, syncAddr, func(o *setup.Options) { o.Registerer = newRegistry() })
+	eventually(t, "the agent resumed with the new hub", 60*time.Second, wantMetric(t, agentReg, "flotilla_agent_resumes_total", nil, 1))
+	if err := wantMetric(t, agentReg, "flotilla_agent_snapshots_total", nil, 1)(); err != nil {
+		t.Error(err)
+	}
+	if v, _ := gaugeValue(t, agentReg, "flotilla_agent_stream_reconnects_total", nil); v < 1 {
+		t.Errorf("flotilla_agent_stream_reconnects_total = %v after the hub restarted, want at least 1", v)
+	}
+	eventually(t, "agent stream up again", 30*time.Second, wantMetric(t, agentReg, "flotilla_agent_stream_up", nil, 1))
 }
