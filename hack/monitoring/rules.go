@@ -79,7 +79,7 @@ func Rules() RuleFile {
 		}},
 		{Name: "flotilla-certificates", Rules: []Rule{
 			alert("FlotillaAgentCertificateExpiringSoon", "critical",
-				`flotilla_agent_certificate_expiry_timestamp_seconds > 0 and (flotilla_agent_certificate_expiry_timestamp_seconds - time()) < 7 * 86400`, "15m",
+				`(flotilla_agent_certificate_expiry_timestamp_seconds - time()) < 7 * 86400 and flotilla_agent_certificate_expiry_timestamp_seconds > 0`, "15m",
 				"The agent certificate at {{ $labels.instance }} expires in {{ $value | humanizeDuration }}.",
 				"The agent's client certificate expires in less than 7 days and has not been renewed (renewal starts well before; flotilla_agent_certificate_renewals_total says how it went). When it expires the hub refuses the agent's stream.",
 				"certificate-expiring"),
