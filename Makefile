@@ -35,7 +35,7 @@ generate: ## Generate deepcopy code and protobuf / gRPC code.
 	@if [ -x hack/generate-proto.sh ]; then hack/generate-proto.sh; fi
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into deploy/ (the kustomize bases and the Helm charts).
+manifests: ## Generate CRDs and RBAC into deploy/ (the kustomize bases and the Helm charts), the metrics reference docs/metrics.md, and the alerts and dashboard in deploy/monitoring.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=deploy/hub/crds
 	$(GO) run ./hack/crdtrim deploy/hub/crds/flotilla.dev_myapps.yaml spec.template.spec
 	$(CONTROLLER_GEN) rbac:roleName=flotilla-hub paths=./hub/... output:rbac:artifacts:config=deploy/hub/rbac
@@ -46,12 +46,14 @@ manifests: ## Generate CRDs and RBAC into deploy/ (the kustomize bases and the H
 	cp deploy/hub/crds/*.yaml deploy/charts/flotilla-hub/crds/
 	cp deploy/hub/rbac/role.yaml deploy/charts/flotilla-hub/files/role.yaml
 	cp deploy/agent/rbac/role.yaml deploy/charts/flotilla-agent/files/role.yaml
+	$(GO) run ./hack/metricsdoc -out docs/metrics.md
+	$(GO) run ./hack/monitoring -dir deploy/monitoring
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated code or manifests are out of date, or go.mod is not tidy.
-	@if [ -n "$$(git status --porcelain -- api deploy pkg hack)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api deploy pkg hack docs/metrics.md)" ]; then \
 		echo "generated files are out of date; run 'make generate manifests' and commit:"; \
-		git status --porcelain -- api deploy pkg hack; git --no-pager diff --stat; exit 1; fi
+		git status --porcelain -- api deploy pkg hack docs/metrics.md; git --no-pager diff --stat; exit 1; fi
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod / go.sum are not tidy; run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }
 	@echo "generated code and manifests are up to date, go.mod tidy"
 
@@ -76,7 +78,7 @@ testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips thos
 	hack/build-testbed-bin.sh
 
 .PHONY: prometheus-bin
-prometheus-bin: testbed-bin ## Build Prometheus into bin/ for the health-shift tests and bench (skipped when present).
+prometheus-bin: testbed-bin ## Build Prometheus and promtool into bin/ for the health-shift tests, the alert tests and bench (skipped when present).
 	hack/build-testbed-bin.sh prometheus
 
 .PHONY: helm-bin

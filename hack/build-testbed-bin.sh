@@ -40,11 +40,17 @@ if need kwok; then
   echo "building kwok"
   (cd "$root/hack/tools/kwok" && go build -trimpath -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
 fi
-# Prometheus only when asked ($1 = prometheus): the tests and the bench
+# Prometheus (and promtool) only when asked ($1 = prometheus): the tests and the bench
 # run one per member for the health shift; make run needs none.
 if [ "${1:-}" = prometheus ] && need prometheus; then
   echo "building prometheus (cold: ~8 min)"
   (cd "$root/hack/tools/prometheus" && go build -trimpath -o "$bin/prometheus" github.com/prometheus/prometheus/cmd/prometheus)
+fi
+# promtool with it: the alert rules' unit tests (hack/monitoring) run
+# `promtool check rules` and `promtool test rules`.
+if [ "${1:-}" = prometheus ] && need promtool; then
+  echo "building promtool (cold: ~8 min; after prometheus: ~2 min)"
+  (cd "$root/hack/tools/prometheus" && go build -trimpath -o "$bin/promtool" github.com/prometheus/prometheus/cmd/promtool)
 fi
 # helm only when asked ($1 = helm): the chart tests (test/helmchart) run it.
 if [ "${1:-}" = helm ] && need helm; then

@@ -29,3 +29,9 @@ func init() {
 		renewals.WithLabelValues(r)
 	}
 }
+
+// Collectors are this package's metrics, which init registers on
+// controller-runtime's registry; the metrics reference lists them.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{renewals, expiry}
+}

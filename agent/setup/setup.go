@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -154,6 +155,10 @@ type Options struct {
 	Logger logr.Logger
 	// SkipNameValidation lets tests run several agents in one process.
 	SkipNameValidation bool
+	// Registerer takes the agent's own metrics (metrics.go); nil means
+	// controller-runtime's registry, which /metrics serves. Tests give
+	// each agent its own.
+	Registerer prometheus.Registerer
 }
 
 // Agent is a wired agent and the parts tests reach into.
@@ -289,6 +294,8 @@ func New(opts Options) (*Agent, error) {
 	}
 	applier := apply.New(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}, mgr.GetClient(), applyOpts)
 	store := works.NewStore(applier)
+	am := newAgentMetrics()
+	store.SetApplyObserver(am.observeApply)
 	runner := &health.Runner{Works: store, Reader: mgr.GetClient()}
 	if opts.PrometheusURL != "" {
 		prom, err := health.NewPrometheus(opts.PrometheusURL, nil)
@@ -338,7 +345,7 @@ func New(opts Options) (*Agent, error) {
 		Address:           ident.target,
 		TLS:               ident.tls,
 		Cluster:           ident.cluster,
-		Applier:           applierOfHub,
+		Applier:           observedStore{standDownRecorder: applierOfHub, m: am},
 		Identity:          identity,
 		Resources:         summarizer.Latest,
 		AgentVersion:      Version,
@@ -351,6 +358,13 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	store.SetReporter(sc)
+	am.state.client, am.state.store = sc, store
+	if err := am.register(opts.Registerer); err != nil {
+		return nil, fmt.Errorf("registering the agent's metrics: %w", err)
+	}
+	if err := mgr.Add(leaderGauge{g: am.leader}); err != nil {
+		return nil, err
+	}
 	check, err := memberprobe.Readyz(opts.Config)
 	if err != nil {
 		return nil, err

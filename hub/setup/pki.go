@@ -289,3 +289,9 @@ func (c *expiryCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, float64(c.serving().Unix()), "serving")
 	ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, float64(c.ca().Unix()), "ca")
 }
+
+// MetricTypes says the type of the metric the collector exports
+// (hack/metricsdoc).
+func (c *expiryCollector) MetricTypes() map[string]prometheus.ValueType {
+	return map[string]prometheus.ValueType{"flotilla_hub_certificate_expiry_timestamp_seconds": prometheus.GaugeValue}
+}

@@ -301,6 +301,9 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := addHubMetrics(mgr, opts, hub); err != nil {
+		return nil, fmt.Errorf("registering the hub's metrics: %w", err)
+	}
 	if err := setupWebhook(ctx, mgr, opts, scheme, certs); err != nil {
 		return nil, err
 	}

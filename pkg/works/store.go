@@ -46,6 +46,8 @@ type Store struct {
 	health   HealthStatus
 	wake     func(name string)
 	now      func() time.Time
+	// observe, when set, hears of every apply (SetApplyObserver).
+	observe ApplyObserver
 
 	mu    sync.RWMutex
 	works map[string]*entry
@@ -72,6 +74,16 @@ func (s *Store) SetReporter(r Reporter) { s.reporter = r }
 // HealthStatus gives the last evaluation of a Work's health signals (the
 // health Runner's Status).
 type HealthStatus func(name string, spec *flotillav1.WorkHealth) []flotillav1.SignalStatus
+
+// ApplyObserver hears of each apply the Store makes: how long it took,
+// its error, and whether it was a repair (the Work reconciler re-applied a
+// Work whose objects drifted or whose last apply failed) rather than an
+// apply of what the source sent (Apply, Sync).
+type ApplyObserver func(repair bool, took time.Duration, err error)
+
+// SetApplyObserver sets the observer of applies (the agent's metrics);
+// call it before the Store is used.
+func (s *Store) SetApplyObserver(o ApplyObserver) { s.observe = o }
 
 // SetHealth sets where a Work's reported signals come from.
 func (s *Store) SetHealth(h HealthStatus) { s.health = h }
@@ -196,12 +208,17 @@ func (s *Store) Apply(ctx context.Context, work *flotillav1.Work) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.work = work.DeepCopy()
-	return s.applyLocked(ctx, e)
+	return s.applyLocked(ctx, e, false)
 }
 
 // applyLocked applies e.work and reports its status; e.mu is held.
-func (s *Store) applyLocked(ctx context.Context, e *entry) error {
+// repair says the Work reconciler found it drifted or failed.
+func (s *Store) applyLocked(ctx context.Context, e *entry, repair bool) error {
+	start := time.Now()
 	results, err := s.applier.Apply(ctx, e.work)
+	if s.observe != nil {
+		s.observe(repair, time.Since(start), err)
+	}
 	e.results = results
 	s.reportLocked(ctx, e)
 	if err != nil {
@@ -348,7 +365,7 @@ func (s *Store) Sync(ctx context.Context, work *flotillav1.Work, live func(*flot
 		return false, err
 	}
 	if s.applier.NeedsApply(e.work, objs) {
-		return true, s.applyLocked(ctx, e)
+		return true, s.applyLocked(ctx, e, false)
 	}
 	s.reportLocked(ctx, e)
 	return false, nil
@@ -392,7 +409,7 @@ func (s *Store) Reconcile(ctx context.Context, name string, live func(*flotillav
 		return err
 	}
 	if s.applier.NeedsApply(e.work, objs) {
-		return s.applyLocked(ctx, e)
+		return s.applyLocked(ctx, e, true)
 	}
 	s.reportLocked(ctx, e)
 	return nil

@@ -104,9 +104,58 @@ var (
 		Help:    "Time from the start of a rollout wave to its last cluster succeeding or failing.",
 		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
 	})
+
+	// RolloutActive is 1 while a MyApp's Progressive rollout progresses.
+	RolloutActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "flotilla_rollout_active",
+		Help: "1 while a MyApp's Progressive rollout is Progressing (not paused, failed, rolled back or complete), 0 otherwise.",
+	}, []string{"namespace", "name"})
+
+	// RolloutPaused is 1 while a rollout stands stopped after failures.
+	RolloutPaused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "flotilla_rollout_paused",
+		Help: "1 while a MyApp's Progressive rollout is stopped because more clusters failed than maxFailures (phase Failed, onFailure Pause), 0 otherwise.",
+	}, []string{"namespace", "name"})
+
+	// RolloutLastProgress is when a rollout last moved.
+	RolloutLastProgress = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "flotilla_rollout_last_progress_timestamp_seconds",
+		Help: "When a MyApp's Progressive rollout last moved (its phase or progress changed, as this hub replica saw it), in seconds since the epoch.",
+	}, []string{"namespace", "name"})
+
+	// RolloutWaves counts finished rollout waves by result.
+	RolloutWaves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_rollout_waves_total",
+		Help: "Rollout waves whose last cluster finished, by result: succeeded, or failed when the rollout failed (or rolled back) in the same step.",
+	}, []string{"result"})
+
+	// MyAppStatusWrites counts MyApp status patches by result.
+	MyAppStatusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flotilla_myapp_status_writes_total",
+		Help: "MyApp status patches by the hub, by result: success, conflict (computed from a stale MyApp; the newer one is reconciled) or error.",
+	}, []string{"result"})
+
+	// HubLeader is 1 on the hub replica that holds the leader Lease.
+	HubLeader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flotilla_hub_leader",
+		Help: "1 on the hub replica that holds the leader Lease (it alone reconciles and serves the agents), 0 on the others.",
+	})
 )
 
+// Collectors are the metrics this package registers on
+// controller-runtime's registry.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{MyAppReplicas, TrafficWeight, HealthShifts, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusDropped,
+		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack, RolloutWaveDuration,
+		RolloutActive, RolloutPaused, RolloutLastProgress, RolloutWaves, MyAppStatusWrites, HubLeader}
+}
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(MyAppReplicas, TrafficWeight, HealthShifts, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusDropped,
-		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack, RolloutWaveDuration)
+	ctrlmetrics.Registry.MustRegister(Collectors()...)
+	for _, r := range []string{"succeeded", "failed"} {
+		RolloutWaves.WithLabelValues(r)
+	}
+	for _, r := range []string{"success", "conflict", "error"} {
+		MyAppStatusWrites.WithLabelValues(r)
+	}
 }

@@ -12,6 +12,16 @@ type Metrics struct {
 	applies *prometheus.CounterVec
 }
 
+// MetricCollectors are the metrics NewMetrics registers, for the metrics
+// reference (hack/metricsdoc): fresh ones, registered nowhere.
+func MetricCollectors() []prometheus.Collector {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		panic(err)
+	}
+	return []prometheus.Collector{m.up, m.applies}
+}
+
 // NewMetrics registers the push engine's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{

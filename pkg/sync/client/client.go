@@ -186,6 +186,8 @@ type Client struct {
 	status *statusQueue
 
 	connects     atomic.Int64
+	snapshots    atomic.Int64
+	resumes      atomic.Int64
 	connected    atomic.Bool
 	snapshotDone atomic.Bool
 	pruneBlocked atomic.Bool
@@ -219,6 +221,14 @@ type State struct {
 	SnapshotComplete bool
 	// Connects counts the streams opened since the client was built.
 	Connects int64
+	// Snapshots and Resumes count the streams whose snapshot completed,
+	// by what the agent held when it said hello: nothing (a full
+	// snapshot: the hub sent every Work) or some Works (a resume: the hub
+	// sent only what is new or changed to them).
+	Snapshots, Resumes int64
+	// PendingReports is the number of Works whose latest status report
+	// waits to be sent to the hub.
+	PendingReports int
 	// PruneBlocked says the deletion brake holds the current snapshot's
 	// prune, waiting for an admin's confirmation.
 	PruneBlocked bool
@@ -229,7 +239,10 @@ type State struct {
 
 // State returns the client's connection state.
 func (c *Client) State() State {
-	st := State{Connected: c.connected.Load(), SnapshotComplete: c.snapshotDone.Load(), Connects: c.connects.Load(), PruneBlocked: c.pruneBlocked.Load()}
+	st := State{
+		Connected: c.connected.Load(), SnapshotComplete: c.snapshotDone.Load(), Connects: c.connects.Load(), PruneBlocked: c.pruneBlocked.Load(),
+		Snapshots: c.snapshots.Load(), Resumes: c.resumes.Load(), PendingReports: c.status.pendingCount(),
+	}
 	if r := c.refusal.Load(); r != nil {
 		st.Refusal = *r
 	}

@@ -49,6 +49,13 @@ func (q *statusQueue) signal() {
 	}
 }
 
+// pendingCount is the number of Works with a report not sent yet.
+func (q *statusQueue) pendingCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
 // pop takes the oldest pending report.
 func (q *statusQueue) pop() (string, *v1alpha1.WorkStatus, bool) {
 	q.mu.Lock()

@@ -94,6 +94,7 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 	st := &streamState{
 		r:       newRetries(c.cfg.InitialBackoff, c.cfg.MaxApplyBackoff),
 		epoch:   hh.epoch,
+		resumed: len(held) > 0,
 		reports: newMailbox(),
 		gone:    newGoneQueue(),
 	}
@@ -325,6 +326,11 @@ type streamState struct {
 	epoch uint64
 	// blocked says the deletion brake holds the snapshot's prune.
 	blocked bool
+	// resumed says the agent held Works when it said hello, so the hub
+	// sent only what changed (State.Resumes), not every Work.
+	resumed bool
+	// counted says the snapshot was counted (countSnapshot).
+	counted bool
 	// reports carries prune reports to the send loop.
 	reports *mailbox
 	// gone carries the Works the agent is done with to the send loop.
@@ -474,6 +480,7 @@ func (c *Client) prune(ctx context.Context, st *streamState, keep []string, conf
 		st.blocked = false
 		c.pruneBlocked.Store(false)
 		c.snapshotDone.Store(true)
+		c.countSnapshot(st)
 		st.reports.put(&syncv1.AgentMessage{Kind: &syncv1.AgentMessage_SnapshotPruned{SnapshotPruned: &syncv1.SnapshotPruned{
 			Epoch: st.epoch, Confirmed: confirmed,
 		}}})
@@ -483,6 +490,7 @@ func (c *Client) prune(ctx context.Context, st *streamState, keep []string, conf
 		st.blocked = true
 		c.pruneBlocked.Store(true)
 		c.snapshotDone.Store(true)
+		c.countSnapshot(st)
 		works := blocked.Works
 		if len(works) > wire.MaxBlockedWorks {
 			works = works[:wire.MaxBlockedWorks]
@@ -500,6 +508,20 @@ func (c *Client) prune(ctx context.Context, st *streamState, keep []string, conf
 		} else {
 			st.r.again(pruneKey, *rt)
 		}
+	}
+}
+
+// countSnapshot counts the stream's snapshot, once per stream, as a full
+// snapshot or a resume.
+func (c *Client) countSnapshot(st *streamState) {
+	if st.counted {
+		return
+	}
+	st.counted = true
+	if st.resumed {
+		c.resumes.Add(1)
+	} else {
+		c.snapshots.Add(1)
 	}
 }
 

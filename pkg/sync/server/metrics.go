@@ -41,6 +41,20 @@ type metrics struct {
 	connectsLimited *prometheus.CounterVec
 }
 
+// MetricCollectors are the metrics a Server registers, for the metrics
+// reference (hack/metricsdoc): fresh ones, registered nowhere.
+func MetricCollectors() []prometheus.Collector {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		panic(err)
+	}
+	return m.collectors()
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.orphaned, m.deletionsPending, m.statusClamped, m.connectsLimited}
+}
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -90,7 +104,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Streams refused with RESOURCE_EXHAUSTED because their cluster opened streams faster than the hub's --member-connect-rate allows, by cluster.",
 		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.orphaned, m.deletionsPending, m.statusClamped, m.connectsLimited} {
+	for _, c := range m.collectors() {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -1,6 +1,8 @@
 package membercluster
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -28,4 +30,44 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// Collectors are the metrics this package registers on
+// controller-runtime's registry at init, and a HeartbeatCollector (which
+// a hub registers with its Tracker), for the metrics reference.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{pruneBlocked, fleetMismatch, partitionBrakeActive, evictionsWaiting, &HeartbeatCollector{}}
+}
+
+var heartbeatAgeDesc = prometheus.NewDesc("flotilla_member_heartbeat_age_seconds",
+	"Seconds since the hub (this replica, the leader) last heard from a member: its agent's last heartbeat or stream start, or the hub's last reach of a Push member's apiserver. Absent for members never heard from since this replica became leader, and for members deleted.",
+	[]string{"cluster"}, nil)
+
+// HeartbeatCollector exports flotilla_member_heartbeat_age_seconds from
+// the Tracker, computed at each scrape.
+type HeartbeatCollector struct {
+	Tracker *Tracker
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (c *HeartbeatCollector) Describe(ch chan<- *prometheus.Desc) { ch <- heartbeatAgeDesc }
+
+func (c *HeartbeatCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.Tracker == nil {
+		return
+	}
+	now := time.Now()
+	if c.Now != nil {
+		now = c.Now()
+	}
+	for cluster, last := range c.Tracker.heartbeats() {
+		ch <- prometheus.MustNewConstMetric(heartbeatAgeDesc, prometheus.GaugeValue, max(now.Sub(last).Seconds(), 0), cluster)
+	}
+}
+
+// MetricTypes says the type of the metric the collector exports
+// (hack/metricsdoc).
+func (c *HeartbeatCollector) MetricTypes() map[string]prometheus.ValueType {
+	return map[string]prometheus.ValueType{"flotilla_member_heartbeat_age_seconds": prometheus.GaugeValue}
 }

@@ -191,6 +191,31 @@ func (t *Tracker) snapshot(cluster string) (agentState, bool) {
 	return *s, true
 }
 
+// heartbeats returns the last heartbeat of every cluster heard from that
+// still exists (see forgetHeartbeat).
+func (t *Tracker) heartbeats() map[string]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]time.Time, len(t.agents))
+	for cluster, s := range t.agents {
+		if !s.lastHeartbeat.IsZero() {
+			out[cluster] = s.lastHeartbeat
+		}
+	}
+	return out
+}
+
+// forgetHeartbeat drops the last heartbeat of a cluster whose
+// MemberCluster is gone, so its age is no longer exported; a heartbeat
+// that arrives later (an agent still connected) records it again.
+func (t *Tracker) forgetHeartbeat(cluster string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.agents[cluster]; ok {
+		s.lastHeartbeat = time.Time{}
+	}
+}
+
 // Events is the channel the controller watches.
 func (t *Tracker) Events() <-chan event.GenericEvent { return t.events }
 

@@ -51,7 +51,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *flotillav1.MyApp)
 	if err := r.Client.Patch(ctx, patched, client.MergeFrom(app)); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("removing the finalizer: %w", err)
 	}
-	r.clearMetrics(app)
+	r.clearAppMetrics(app)
 	return reconcile.Result{}, nil
 }
 

@@ -3,8 +3,12 @@ package myapp
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
@@ -69,6 +73,89 @@ func (r *Reconciler) clearMetrics(app *flotillav1.MyApp) {
 	metrics.TrafficWeight.DeletePartialMatch(map[string]string{"namespace": app.Namespace, "name": app.Name})
 }
 
+// clearAppMetrics removes every series of a MyApp that is gone.
+func (r *Reconciler) clearAppMetrics(app *flotillav1.MyApp) {
+	r.clearMetrics(app)
+	r.clearRollout(app.Namespace, app.Name)
+}
+
+// clearRollout removes the rollout series of MyApp namespace/name: it is
+// gone, or no longer rolls out progressively.
+func (r *Reconciler) clearRollout(namespace, name string) {
+	metrics.RolloutActive.DeleteLabelValues(namespace, name)
+	metrics.RolloutPaused.DeleteLabelValues(namespace, name)
+	metrics.RolloutLastProgress.DeleteLabelValues(namespace, name)
+	r.rolloutSeen.Delete(types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+// rolloutMark is where a rollout stood when this replica last looked.
+type rolloutMark struct {
+	phase    flotillav1.RolloutPhase
+	progress string
+	target   string
+}
+
+// exportRollout publishes a Progressive rollout's state (st as recorded
+// in the MyApp's status): whether it progresses, whether it stopped on
+// failures, and when it last moved. A rollout first seen by this replica
+// (a hub restart) counts its newest cluster start or availability as its
+// last move.
+func (r *Reconciler) exportRollout(app *flotillav1.MyApp, st *flotillav1.RolloutStatus) {
+	if st == nil {
+		r.clearRollout(app.Namespace, app.Name)
+		return
+	}
+	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
+	mark := rolloutMark{phase: st.Phase, progress: st.Progress, target: st.TargetRevision}
+	now := r.now()
+	prev, seen := r.rolloutSeen.Swap(key, mark)
+	switch {
+	case !seen:
+		last := time.Time{}
+		for _, c := range st.Clusters {
+			for _, t := range []*metav1.Time{c.StartTime, c.AvailableTime} {
+				if t != nil && t.After(last) {
+					last = t.Time
+				}
+			}
+		}
+		if last.IsZero() {
+			last = now
+		}
+		metrics.RolloutLastProgress.WithLabelValues(key.Namespace, key.Name).Set(float64(last.Unix()))
+	case prev.(rolloutMark) != mark:
+		metrics.RolloutLastProgress.WithLabelValues(key.Namespace, key.Name).Set(float64(now.Unix()))
+	}
+	metrics.RolloutActive.WithLabelValues(key.Namespace, key.Name).Set(boolValue(st.Phase == flotillav1.RolloutPhaseProgressing))
+	metrics.RolloutPaused.WithLabelValues(key.Namespace, key.Name).Set(boolValue(st.Phase == flotillav1.RolloutPhaseFailed))
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock.Now()
+	}
+	return time.Now()
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// countStatusWrite counts one MyApp status patch by its result.
+func countStatusWrite(err error) {
+	switch {
+	case err == nil:
+		metrics.MyAppStatusWrites.WithLabelValues("success").Inc()
+	case apierrors.IsConflict(err):
+		metrics.MyAppStatusWrites.WithLabelValues("conflict").Inc()
+	default:
+		metrics.MyAppStatusWrites.WithLabelValues("error").Inc()
+	}
+}
+
 // recordShifts emits an event per health shift and counts them.
 func (r *Reconciler) recordShifts(app *flotillav1.MyApp, res *placement.ShiftResult) {
 	for _, sh := range res.Shifts {
@@ -108,7 +195,12 @@ func (r *Reconciler) recordRollout(app *flotillav1.MyApp, res *rollout.Result) {
 	if res.RolledBack {
 		metrics.RolloutsRolledBack.WithLabelValues(ns, name).Inc()
 	}
+	waveResult := "succeeded"
+	if res.Failed || res.RolledBack {
+		waveResult = "failed"
+	}
 	for _, d := range res.WaveDurations {
 		metrics.RolloutWaveDuration.Observe(d.Seconds())
+		metrics.RolloutWaves.WithLabelValues(waveResult).Inc()
 	}
 }

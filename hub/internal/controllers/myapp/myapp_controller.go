@@ -62,9 +62,12 @@ type Reconciler struct {
 	// says it changed (only their metadata is cached). Client when nil.
 	APIReader client.Reader
 
-	deps  depCache
-	keyMu sync.Mutex
-	key   []byte
+	deps depCache
+	// rolloutSeen is where each rollout stood when last exported
+	// (types.NamespacedName -> rolloutMark), to tell when it moved.
+	rolloutSeen sync.Map
+	keyMu       sync.Mutex
+	key         []byte
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -119,6 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			// The MyApp is gone: remove Works it may have left behind (a
 			// Work written before its finalizer was, for example).
+			r.clearRollout(req.Namespace, req.Name)
 			return r.deleteWorks(ctx, req.Namespace, req.Name)
 		}
 		return reconcile.Result{}, fmt.Errorf("getting MyApp %s: %w", req, err)

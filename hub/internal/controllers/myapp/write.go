@@ -41,6 +41,9 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 			}
 			return reconcile.Result{}, err
 		}
+	} else {
+		// Not (or no longer) rolled out progressively: no rollout series.
+		r.clearRollout(base.Namespace, base.Name)
 	}
 
 	// The finalizer is added in parallel with the Work writes rather than
@@ -120,14 +123,18 @@ func (r *Reconciler) writeRollout(ctx context.Context, app *flotillav1.MyApp, d 
 		app = patched
 	}
 	if equality.Semantic.DeepEqual(app.Status.Rollout, d.rollout.Status) {
+		r.exportRollout(app, app.Status.Rollout)
 		return app, nil
 	}
 	patched := app.DeepCopy()
 	patched.Status.Rollout = d.rollout.Status.DeepCopy()
 	if err := r.Client.Status().Patch(ctx, patched, client.MergeFromWithOptions(app, client.MergeFromWithOptimisticLock{})); err != nil {
+		countStatusWrite(err)
 		return nil, fmt.Errorf("recording the rollout of revision %s: %w", d.rollout.Status.TargetRevision, err)
 	}
+	countStatusWrite(nil)
 	r.recordRollout(app, d.rollout)
+	r.exportRollout(app, patched.Status.Rollout)
 	return patched, nil
 }
 
@@ -162,6 +169,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, app *flotillav1.MyApp, sta
 		patch = client.MergeFromWithOptions(app, client.MergeFromWithOptimisticLock{})
 	}
 	err := r.Client.Status().Patch(ctx, patched, patch)
+	if !apierrors.IsNotFound(err) {
+		countStatusWrite(err)
+	}
 	switch {
 	case optimistic && apierrors.IsConflict(err):
 		log.FromContext(ctx).V(1).Info("status computed from a stale MyApp; waiting for the newer one", "error", err.Error())
