@@ -218,25 +218,8 @@ func heartbeatFresh(ctx context.Context, c client.Client, cluster string, bound 
 // counterValue reads one counter of reg, 0 when it was never counted.
 func counterValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	v, _ := gaugeValue(t, reg, name, labels)
+	return v
 }
 
 // residentMiB is the process's resident set size (VmRSS) in MiB, or 0
