@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -136,13 +137,17 @@ func TestAgentAndHubMetricsFollowTheFleet(t *testing.T) {
 		_, err := f.deployment(ctx, "member-1", "default", "web")
 		return err
 	})
-	d, err := f.deployment(ctx, "member-1", "default", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = ptr.To[int32](5)
-	if err := f.members["member-1"].Update(ctx, d); err != nil {
-		t.Fatal(err)
+	// The member's controllers write the Deployment too: re-read and retry
+	// on a conflict, so only the edit itself is what the test makes.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := f.deployment(ctx, "member-1", "default", "web")
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To[int32](5)
+		return f.members["member-1"].Update(ctx, d)
+	}); err != nil {
+		t.Fatalf("editing Deployment web in member-1 by hand: %v", err)
 	}
 	eventually(t, "a drift repair counted", 30*time.Second, func() error {
 		if v, _ := gaugeValue(t, agentReg, "flotilla_agent_drift_repairs_total", map[string]string{"result": "success"}); v < 1 {
