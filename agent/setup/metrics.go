@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/flotilla-dev/flotilla/agent/join"
+	"github.com/flotilla-dev/flotilla/internal/promreg"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 	"github.com/flotilla-dev/flotilla/pkg/works"
@@ -79,22 +79,7 @@ func (m *agentMetrics) collectors() []prometheus.Collector {
 // Another agent's metrics already there (tests run several agents in one
 // process) are replaced: the newest agent is the one they describe.
 func (m *agentMetrics) register(reg prometheus.Registerer) error {
-	if reg == nil {
-		reg = ctrlmetrics.Registry
-	}
-	for _, c := range m.collectors() {
-		if err := reg.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
-				return err
-			}
-			reg.Unregister(already.ExistingCollector)
-			if err := reg.Register(c); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return promreg.Replace(reg, m.collectors()...)
 }
 
 // MetricCollectors are the agent's own metrics as a process registers

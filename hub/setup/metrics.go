@@ -2,15 +2,14 @@ package setup
 
 import (
 	"context"
-	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/flotilla-dev/flotilla/hub/internal/controllers/membercluster"
 	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
 	"github.com/flotilla-dev/flotilla/hub/internal/push"
+	"github.com/flotilla-dev/flotilla/internal/promreg"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
@@ -33,21 +32,9 @@ func MetricCollectors() []prometheus.Collector {
 // (the members' heartbeat ages) on opts.Registerer, else
 // controller-runtime's registry, and runs the leader gauge.
 func addHubMetrics(mgr manager.Manager, opts Options, hub *Hub) error {
-	reg := opts.Registerer
-	if reg == nil {
-		reg = ctrlmetrics.Registry
-	}
-	c := &membercluster.HeartbeatCollector{Tracker: hub.Tracker}
-	if err := reg.Register(c); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if !errors.As(err, &already) {
-			return err
-		}
-		// Another hub in this process (tests): the newest is described.
-		reg.Unregister(already.ExistingCollector)
-		if err := reg.Register(c); err != nil {
-			return err
-		}
+	// Another hub in this process (tests): the newest is described.
+	if err := promreg.Replace(opts.Registerer, &membercluster.HeartbeatCollector{Tracker: hub.Tracker}); err != nil {
+		return err
 	}
 	return mgr.Add(hubLeaderGauge{})
 }
