@@ -159,3 +159,53 @@ func init() {
 		MyAppStatusWrites.WithLabelValues(r)
 	}
 }
+
+// Results of WorkStatusDropped, the values of its what label.
+const (
+	DroppedRejected   = "rejected"
+	DroppedBufferFull = "buffer_full"
+)
+
+// InitCluster starts cluster's per-member counters at zero when the hub
+// first hears from its agent, so that their series exist (an alert's
+// increase() sees the first drop, and a dashboard shows 0, not nothing).
+func InitCluster(cluster string) {
+	WorkStatusDropped.WithLabelValues(cluster, DroppedRejected)
+	WorkStatusDropped.WithLabelValues(cluster, DroppedBufferFull)
+}
+
+// ForgetCluster removes every per-member series of a MemberCluster that
+// is gone, so that a fleet whose members come and go does not grow the
+// hub's registry (and every scrape) without bound.
+func ForgetCluster(cluster string) {
+	WorkStatusDropped.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	Evictions.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+}
+
+// InitMyApp starts the per-MyApp counters at zero when a MyApp is first
+// reconciled by this replica.
+func InitMyApp(namespace, name string) {
+	PlacementChanges.WithLabelValues(namespace, name)
+}
+
+// InitRollout starts the rollout counters of a MyApp at zero when this
+// replica first sees it roll out progressively, so that the first failure
+// or rollback is an increase an alert sees.
+func InitRollout(namespace, name string) {
+	for _, c := range []*prometheus.CounterVec{RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack} {
+		c.WithLabelValues(namespace, name)
+	}
+}
+
+// ForgetMyApp removes every series of a MyApp that is gone (its gauges
+// and its counters).
+func ForgetMyApp(namespace, name string) {
+	app := prometheus.Labels{"namespace": namespace, "name": name}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		MyAppReplicas, TrafficWeight, HealthShifts, PlacementChanges,
+		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack,
+		RolloutActive, RolloutPaused, RolloutLastProgress,
+	} {
+		v.DeletePartialMatch(app)
+	}
+}

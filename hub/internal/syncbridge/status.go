@@ -94,7 +94,7 @@ func (w *StatusWriter) WorkStatus(ctx context.Context, cluster, name string, sta
 	w.init()
 	key := client.ObjectKey{Namespace: flotillav1.ClusterNamespace(cluster), Name: name}
 	if !w.putPending(key, &pendingStatus{cluster: cluster, status: status, size: statusSize(status)}, true) {
-		metrics.WorkStatusDropped.WithLabelValues(cluster, "buffer_full").Inc()
+		metrics.WorkStatusDropped.WithLabelValues(cluster, metrics.DroppedBufferFull).Inc()
 		log.FromContext(ctx).V(1).Info("dropped a Work status report: the cluster's pending reports reached the bound", "work", key, "maxBytes", w.MaxPendingBytes)
 		return
 	}
@@ -199,8 +199,8 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 			// forbidden): retrying the same report cannot succeed, and
 			// would retry forever. The agent's next report may pass.
 			log.FromContext(ctx).Error(err, "the apiserver refused a Work status write; dropping the report", "work", key)
-			metrics.WorkStatusWrites.WithLabelValues("rejected").Inc()
-			metrics.WorkStatusDropped.WithLabelValues(p.cluster, "rejected").Inc()
+			metrics.WorkStatusWrites.WithLabelValues(metrics.DroppedRejected).Inc()
+			metrics.WorkStatusDropped.WithLabelValues(p.cluster, metrics.DroppedRejected).Inc()
 			w.queue.Forget(key)
 			return true
 		}
@@ -209,7 +209,7 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		// Put the report back unless a newer one arrived meanwhile (or
 		// the cluster's bound is reached: then it is dropped, counted).
 		if !w.putPending(key, p, false) {
-			metrics.WorkStatusDropped.WithLabelValues(p.cluster, "buffer_full").Inc()
+			metrics.WorkStatusDropped.WithLabelValues(p.cluster, metrics.DroppedBufferFull).Inc()
 		}
 		w.queue.AddRateLimited(key)
 		return true

@@ -58,6 +58,14 @@ const (
 	clampRateBacklogFull   = "rate_backlog_full"
 )
 
+// clampWhats are all of them, in the order the metric's help lists them.
+var clampWhats = []string{
+	clampWorkUnknown, clampGenerationAhead, clampConditionType, clampConditionReason,
+	clampConditionInvalid, clampConditionCount, clampMessage, clampManifestUnknown,
+	clampManifestDuplicate, clampWorkload, clampEndpoints, clampSignal,
+	clampCountNegative, clampCountAboveBound, clampRateBacklogFull,
+}
+
 // agentConditionTypes is the allow-list of condition types an agent
 // writes, on the Work and on each manifest. An allow-list, because the
 // hub reads Work conditions by type (pkg/workstatus) and any other type is

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -97,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"cluster"}),
 		statusClamped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_sync_status_clamped_total",
-			Help: "Parts of agents' status reports the hub dropped or clamped before they reached Work status, by cluster and what (work_unknown, generation_ahead, condition_type, condition_reason, condition_invalid, condition_count, message, manifest_unknown, manifest_duplicate, workload, count_negative, count_above_bound, rate_backlog_full). An honest agent causes none but work_unknown, for a Work deleted while it reported.",
+			Help: "Parts of agents' status reports the hub dropped or clamped before they reached Work status, by cluster and what (" + strings.Join(clampWhats, ", ") + "). An honest agent causes none but work_unknown, for a Work deleted while it reported.",
 		}, []string{"cluster", "what"}),
 		connectsLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_sync_connects_limited_total",
@@ -114,4 +115,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// initCluster starts cluster's counters at zero when its agent's stream
+// is accepted, so that their series exist before the first increment (an
+// alert's increase() sees the first one).
+func (m *metrics) initCluster(cluster string) {
+	m.orphaned.WithLabelValues(cluster)
+	m.connectsLimited.WithLabelValues(cluster)
+	for _, what := range clampWhats {
+		m.statusClamped.WithLabelValues(cluster, what)
+	}
 }

@@ -620,6 +620,7 @@ func (s *Server) register(sess *session) {
 	// A new stream starts with no deletes waiting, whatever the one it
 	// replaces had.
 	s.metrics.deletionsPending.WithLabelValues(sess.cluster).Set(0)
+	s.metrics.initCluster(sess.cluster)
 	s.mu.Unlock()
 	if old != nil {
 		old.cancel(status.Errorf(codes.Aborted,

@@ -113,6 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			pruneBlocked.DeleteLabelValues(req.Name)
 			fleetMismatch.DeleteLabelValues(req.Name)
+			metrics.ForgetCluster(req.Name)
 			r.Tracker.forgetHeartbeat(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
@@ -102,6 +103,7 @@ func (t *Tracker) AgentConnected(cluster string, info syncserver.AgentInfo) {
 	s.refusal = nil
 	s.push = false
 	s.pushProblem = nil
+	metrics.InitCluster(cluster)
 	t.wake(cluster)
 }
 

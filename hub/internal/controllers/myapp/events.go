@@ -62,6 +62,7 @@ func (r *Reconciler) event(app *flotillav1.MyApp, typ, reason, action, format st
 // exportMetrics publishes the per-cluster replica gauges.
 func (r *Reconciler) exportMetrics(app *flotillav1.MyApp, clusters []flotillav1.ClusterAppStatus) {
 	r.clearMetrics(app)
+	metrics.InitMyApp(app.Namespace, app.Name)
 	for _, c := range clusters {
 		metrics.MyAppReplicas.WithLabelValues(app.Namespace, app.Name, c.Name, "assigned").Set(float64(c.Assigned))
 		metrics.MyAppReplicas.WithLabelValues(app.Namespace, app.Name, c.Name, "ready").Set(float64(c.ReadyReplicas))
@@ -73,10 +74,11 @@ func (r *Reconciler) clearMetrics(app *flotillav1.MyApp) {
 	metrics.TrafficWeight.DeletePartialMatch(map[string]string{"namespace": app.Namespace, "name": app.Name})
 }
 
-// clearAppMetrics removes every series of a MyApp that is gone.
+// clearAppMetrics removes every series of a MyApp that is gone, its
+// counters too.
 func (r *Reconciler) clearAppMetrics(app *flotillav1.MyApp) {
-	r.clearMetrics(app)
 	r.clearRollout(app.Namespace, app.Name)
+	metrics.ForgetMyApp(app.Namespace, app.Name)
 }
 
 // clearRollout removes the rollout series of MyApp namespace/name: it is
@@ -111,6 +113,7 @@ func (r *Reconciler) exportRollout(app *flotillav1.MyApp, st *flotillav1.Rollout
 	prev, seen := r.rolloutSeen.Swap(key, mark)
 	switch {
 	case !seen:
+		metrics.InitRollout(key.Namespace, key.Name)
 		last := time.Time{}
 		for _, c := range st.Clusters {
 			for _, t := range []*metav1.Time{c.StartTime, c.AvailableTime} {

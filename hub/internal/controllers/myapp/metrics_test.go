@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,22 @@ func TestRolloutMetricsFollowTheRollout(t *testing.T) {
 	if a, p, l := series(); a != 1 || p != 0 || l != float64(began.Unix()) {
 		t.Fatalf("first seen Progressing: active %v paused %v last %v, want 1 0 %d (its newest cluster start)", a, p, l, began.Unix())
 	}
+	// Its counters exist from the first sight, at zero: an alert's
+	// increase() sees the first failure.
+	counters := map[string]*prometheus.CounterVec{
+		"flotilla_rollouts_started_total": metrics.RolloutsStarted, "flotilla_rollouts_completed_total": metrics.RolloutsCompleted,
+		"flotilla_rollouts_failed_total": metrics.RolloutsFailed, "flotilla_rollouts_rolled_back_total": metrics.RolloutsRolledBack,
+	}
+	for metric, c := range counters {
+		if n := testutil.CollectAndCount(c, metric); n != 1 {
+			t.Errorf("%s: %d series after the rollout was first seen, want 1 (at zero)", metric, n)
+		} else if v := testutil.ToFloat64(c.WithLabelValues(ns, name)); v != 0 {
+			t.Errorf("%s = %v before anything happened, want 0", metric, v)
+		}
+	}
+	// A placement change and the replica gauges, which go with it too.
+	r.recordPlacementChange(app, nil, &flotillav1.PlacementDecision{Clusters: []flotillav1.TargetCluster{{Name: "a", Replicas: 2}}})
+	r.exportMetrics(app, []flotillav1.ClusterAppStatus{{Name: "a", Assigned: 2}})
 	// Nothing moves for ten minutes: the last-progress time stays.
 	clk.SetTime(start.Add(10 * time.Minute))
 	r.exportRollout(app, st.DeepCopy())
@@ -55,12 +72,27 @@ func TestRolloutMetricsFollowTheRollout(t *testing.T) {
 	if a, p, _ := series(); a != 0 || p != 1 {
 		t.Errorf("Failed: active %v paused %v, want 0 1", a, p)
 	}
+	// Another MyApp's series stay when this one goes.
+	other := &flotillav1.MyApp{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "other"}}
+	r.exportMetrics(other, []flotillav1.ClusterAppStatus{{Name: "a", Assigned: 1}})
 	r.clearAppMetrics(app)
+	for metric, c := range counters {
+		if n := testutil.CollectAndCount(c, metric); n != 0 {
+			t.Errorf("%s: %d series left after the MyApp went", metric, n)
+		}
+	}
 	if n := testutil.CollectAndCount(metrics.RolloutActive, "flotilla_rollout_active") +
 		testutil.CollectAndCount(metrics.RolloutPaused, "flotilla_rollout_paused") +
 		testutil.CollectAndCount(metrics.RolloutLastProgress, "flotilla_rollout_last_progress_timestamp_seconds"); n != 0 {
 		t.Errorf("%d rollout series left after the MyApp went", n)
 	}
+	if n := testutil.CollectAndCount(metrics.MyAppReplicas, "flotilla_myapp_replicas"); n != 2 {
+		t.Errorf("%d replica series left, want the other MyApp's 2 (assigned, ready)", n)
+	}
+	if n := testutil.CollectAndCount(metrics.PlacementChanges, "flotilla_placement_changes_total"); n != 1 {
+		t.Errorf("%d placement-change series left, want the other MyApp's 1", n)
+	}
+	r.clearAppMetrics(other)
 }
 
 // TestStatusWritesCountedByResult: each MyApp status write is counted as
