@@ -184,7 +184,7 @@ type metrics map[string]float64
 
 func scrapeHub(f *fleet.Fleet) metrics {
 	out := metrics{}
-	for _, line := range strings.Split(fleet.Scrape(f.HubMetricsAddr()), "\n") {
+	for _, line := range strings.Split(f.HubMetrics(), "\n") {
 		if strings.HasPrefix(line, "#") {
 			continue
 		}

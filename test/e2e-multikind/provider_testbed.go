@@ -37,6 +37,8 @@ type testbedProvider struct {
 	cli string
 	// flotillaBin holds the hub, agent and kubectl-flotilla binaries.
 	flotillaBin string
+	// prom scrapes the hub and the agents (the suite's fleet only).
+	prom *testbed.Prometheus
 }
 
 var _ ClusterProvider = &testbedProvider{}
@@ -75,10 +77,37 @@ type testbedOptions struct {
 	push []string
 }
 
+// The suite's fleet also runs a real Prometheus that scrapes the hub and
+// every agent through their metrics authentication for the whole run
+// (zzz_metrics_test.go asks it, at the end, whether every documented
+// metric was served).
 func startTestbed(ctx context.Context, artifacts string) (*testbedProvider, error) {
-	return startTestbedWith(ctx, artifacts, testbedOptions{
+	p, err := startTestbedWith(ctx, artifacts, testbedOptions{
 		members: testbedMembers, bare: testbedBareMembers, agentReplicas: testbedAgentReplicas, push: pushMembers(),
 	})
+	if err != nil {
+		return nil, err
+	}
+	if p.prom, err = p.fleet.StartFleetPrometheus(ctx); err != nil {
+		_ = copyLogs(p.dir, filepath.Join(artifacts, "setup"))
+		return nil, errors.Join(fmt.Errorf("starting the fleet's Prometheus: %w", err), p.Stop())
+	}
+	return p, nil
+}
+
+// FleetPrometheusURL is the Prometheus that scrapes the hub and the
+// agents ("" for a fleet without one).
+func (p *testbedProvider) FleetPrometheusURL() string {
+	if p.prom == nil {
+		return ""
+	}
+	return p.prom.URL()
+}
+
+// MetricsEndpoints are the hub's and the agents' /metrics and the tokens
+// that may read them.
+func (p *testbedProvider) MetricsEndpoints() []fleet.MetricsEndpoint {
+	return p.fleet.MetricsEndpoints()
 }
 
 // startTestbed builds the hub and agent (unless $FLOTILLA_BIN has them)
@@ -128,7 +157,9 @@ func startTestbedWith(ctx context.Context, artifacts string, o testbedOptions) (
 		// The agents' own default heartbeat interval.
 		HeartbeatInterval: -1,
 		Webhook:           true,
-		Progress:          os.Stderr,
+		// /metrics as shipped: HTTPS and a token the apiserver authorizes.
+		SecureMetrics: true,
+		Progress:      os.Stderr,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the testbed fleet (control-plane binaries from %s; `make testbed-bin` builds them): %w", testbed.DefaultBinDir(), err)
@@ -293,7 +324,7 @@ func (p *testbedProvider) DeleteGauge(member, name string) error {
 
 // HubMetrics is the hub process's /metrics text ("" when it does not
 // answer).
-func (p *testbedProvider) HubMetrics() string { return fleet.Scrape(p.fleet.HubMetricsAddr()) }
+func (p *testbedProvider) HubMetrics() string { return p.fleet.HubMetrics() }
 
 // KillHub SIGKILLs the hub; its supervisor starts it again a second
 // later.

@@ -72,6 +72,17 @@ type Config struct {
 	// pointing at it (see StartPrometheus, which does the same later for
 	// chosen members). Off by default: nothing else pays for it.
 	Prometheus bool
+	// SecureMetrics runs the hub and the agents with their shipped
+	// /metrics: HTTPS, admitting only bearer tokens their apiserver
+	// authorizes (ClusterRole flotilla-metrics-reader). The fleet scrapes
+	// them (Metrics, HubMetrics, StartFleetPrometheus) with the token of a
+	// ServiceAccount of its own in each cluster. Off: plain HTTP, which a
+	// curl on the laptop reads.
+	SecureMetrics bool
+	// MetricsReaderRole is the ClusterRole file the fleet binds its
+	// scraper to; default CRDDir/../metrics_reader_role.yaml (the one
+	// deploy/hub ships).
+	MetricsReaderRole string
 }
 
 // Fleet is a running local Flotilla.
@@ -107,6 +118,14 @@ type Fleet struct {
 	// exporter serves the gauges the members' Prometheus servers scrape;
 	// started with the first of them.
 	exporter *testbed.Exporter
+	// fleetProm scrapes the hub and the agents (StartFleetPrometheus).
+	fleetProm *testbed.Prometheus
+	// metricsTokens are the scraper's tokens by cluster ("hub" or a
+	// member), with SecureMetrics.
+	metricsTokens map[string]string
+	// agentAddrs are each agent replica's metrics and probe addresses,
+	// kept when it is started again so that a scrape config stays true.
+	agentAddrs map[string][2]string
 }
 
 // Scheme returns a scheme with core types and Flotilla's.
@@ -155,7 +174,7 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 		return nil, err
 	}
 	f = &Fleet{cfg: cfg, scheme: Scheme(), members: map[string]client.Client{}, agents: map[string][]*Supervised{}, push: map[string]bool{},
-		prometheus: map[string]*testbed.Prometheus{}}
+		prometheus: map[string]*testbed.Prometheus{}, agentAddrs: map[string][2]string{}}
 	for _, name := range cfg.PushMembers {
 		f.push[name] = true
 	}
@@ -227,6 +246,11 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 		}
 	}
 
+	if cfg.SecureMetrics {
+		if err := f.makeMetricsTokens(ctx, pulled); err != nil {
+			return nil, fmt.Errorf("metrics tokens: %w", err)
+		}
+	}
 	if err := f.startHub(); err != nil {
 		return nil, err
 	}
@@ -335,15 +359,13 @@ func (f *Fleet) startHub() error {
 		"--kubeconfig", f.Testbed.Hub.Kubeconfig,
 		"--leader-elect=true",
 		"--leader-election-namespace", "flotilla-system",
-		// The testbed scrapes /metrics over plain HTTP (Scrape) to tell
-		// the leader; a shipped hub serves it only over HTTPS with a token.
-		"--metrics-bind-address", metrics, "--metrics-secure=false",
 		"--health-probe-bind-address", probe,
 		"--sync-bind-address", f.syncAddr,
 		// Self-managed certificates: the hub CA from its Secret, serving
 		// certificates issued and rotated in memory.
 		"--cert-dir", "",
 	}
+	args = append(args, f.metricsArgs(metrics)...)
 	if f.cfg.CertificateLifetime > 0 {
 		args = append(args, "--agent-certificate-lifetime", f.cfg.CertificateLifetime.String(),
 			"--serving-certificate-lifetime", f.cfg.CertificateLifetime.String())
@@ -366,6 +388,7 @@ func (f *Fleet) startHub() error {
 	}
 	s.MetricsAddr = metrics
 	f.mu.Lock()
+	s.MetricsToken = f.metricsTokens[hubCluster]
 	f.hub = s
 	f.mu.Unlock()
 	return nil
@@ -386,26 +409,35 @@ func (f *Fleet) startAgent(member string, i int) error {
 // superviseAgent starts the process of agent replica i of member, with
 // --prometheus-url when the member has a Prometheus.
 func (f *Fleet) superviseAgent(member string, i int) (*Supervised, error) {
-	metrics, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	probe, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	name := fmt.Sprintf("agent-%s-%d", member, i)
+	f.mu.Lock()
+	addrs, ok := f.agentAddrs[name]
+	f.mu.Unlock()
+	if !ok {
+		metrics, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		probe, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		addrs = [2]string{metrics, probe}
+		f.mu.Lock()
+		f.agentAddrs[name] = addrs
+		f.mu.Unlock()
+	}
+	metrics, probe := addrs[0], addrs[1]
 	args := []string{
 		"--kubeconfig", f.Testbed.Member(member).Kubeconfig,
 		// The identity comes from the Secrets in flotilla-system: the
 		// bootstrap Secret until the agent joined, then its credentials.
 		"--leader-elect=true",
 		"--leader-election-namespace", "flotilla-system",
-		// Plain HTTP, scraped by Scrape like the hub's.
-		"--metrics-bind-address", metrics, "--metrics-secure=false",
 		"--health-probe-bind-address", probe,
 		"--resource-summary-interval", "2s",
 	}
+	args = append(args, f.metricsArgs(metrics)...)
 	if f.cfg.HeartbeatInterval > 0 {
 		args = append(args, "--heartbeat-interval", f.cfg.HeartbeatInterval.String())
 	}
@@ -417,6 +449,9 @@ func (f *Fleet) superviseAgent(member string, i int) (*Supervised, error) {
 		return nil, err
 	}
 	s.MetricsAddr = metrics
+	if s.MetricsToken, err = f.memberMetricsToken(member); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
 	return s, nil
 }
 
@@ -432,17 +467,6 @@ func (f *Fleet) StartAgents(member string) error {
 
 // Member returns a client of member.
 func (f *Fleet) Member(name string) client.Client { return f.members[name] }
-
-// HubMetricsAddr is where the hub process serves /metrics (host:port), for
-// scraping with Scrape.
-func (f *Fleet) HubMetricsAddr() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.hub == nil {
-		return ""
-	}
-	return f.hub.MetricsAddr
-}
 
 // MemberNames lists the members that joined the fleet, in order: every
 // member that takes replicas, those with agents and those in Push mode
@@ -577,7 +601,7 @@ func (f *Fleet) AgentLeader(member string) (string, error) {
 	agents := append([]*Supervised(nil), f.agents[member]...)
 	f.mu.Unlock()
 	for _, a := range agents {
-		if IsLeader(Scrape(a.MetricsAddr)) {
+		if IsLeader(a.Metrics()) {
 			return a.Name, nil
 		}
 	}

@@ -12,8 +12,11 @@ import (
 )
 
 // TestFleetComesUpAndStops starts a local Flotilla with two members (hub
-// and agents as processes), waits for both members to be Ready through
-// their agents' heartbeats, and stops everything, leaving no process.
+// and agents as processes) serving /metrics as shipped (HTTPS, tokens),
+// waits for both members to be Ready through their agents' heartbeats,
+// reads the agent leader from the metrics with the scraper's token, has a
+// real Prometheus scrape the hub and the agents, and stops everything,
+// leaving no process.
 func TestFleetComesUpAndStops(t *testing.T) {
 	bin := t.TempDir()
 	if err := fleet.BuildBinaries("../..", bin); err != nil {
@@ -24,6 +27,7 @@ func TestFleetComesUpAndStops(t *testing.T) {
 	f, err := fleet.Start(ctx, fleet.Config{
 		Dir: t.TempDir(), FlotillaBinDir: bin, CRDDir: "../../deploy/hub/crds",
 		Members: testbed.DefaultMembers(2), HeartbeatGrace: 3 * time.Second,
+		SecureMetrics: true,
 	})
 	if err != nil {
 		t.Fatalf("starting the fleet: %v", err)
@@ -39,6 +43,27 @@ func TestFleetComesUpAndStops(t *testing.T) {
 		t.Errorf("finding member-1's agent leader: %v", err)
 	} else if leader != "agent-member-1-0" {
 		t.Errorf("leader %q, want agent-member-1-0 (the only replica)", leader)
+	}
+	eps := f.MetricsEndpoints()
+	if len(eps) != 3 {
+		t.Errorf("metrics endpoints %+v, want the hub and two agents", eps)
+	}
+	for _, ep := range eps {
+		if ep.Token == "" {
+			t.Errorf("%s: no scraper token with SecureMetrics", ep.Process)
+		}
+		if m := fleet.Scrape(ep.Addr); m != "" {
+			t.Errorf("%s answered /metrics over plain HTTP with SecureMetrics", ep.Process)
+		}
+		if code, _ := fleet.GetMetrics(ep.Addr, ""); code != 401 {
+			t.Errorf("%s: /metrics without a token answered %d, want 401", ep.Process, code)
+		}
+	}
+	p, err := f.StartFleetPrometheus(ctx)
+	if err != nil {
+		t.Errorf("starting the fleet's Prometheus: %v", err)
+	} else {
+		pids = append(pids, p.Process().Pid())
 	}
 	if err := f.Stop(); err != nil {
 		t.Fatalf("stopping the fleet: %v", err)

@@ -147,8 +147,14 @@ func (f *Fleet) startPrometheus(ctx context.Context, member string) error {
 // waitScraped waits until the Prometheus at base has scraped the test
 // exporter: up{job="flotilla-test"} is 1.
 func waitScraped(ctx context.Context, base string, timeout time.Duration) error {
+	return waitUp(ctx, base, `up{job="`+prometheusJob+`"}`, timeout)
+}
+
+// waitUp waits until the Prometheus at base answers query (an up series)
+// with one series of value 1: it scraped that target successfully.
+func waitUp(ctx context.Context, base, query string, timeout time.Duration) error {
 	c := http.Client{Timeout: 2 * time.Second}
-	q := base + "/api/v1/query?query=" + url.QueryEscape(`up{job="`+prometheusJob+`"}`)
+	q := base + "/api/v1/query?query=" + url.QueryEscape(query)
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
@@ -171,7 +177,7 @@ func waitScraped(ctx context.Context, base string, timeout time.Duration) error 
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the Prometheus at %s has not scraped the test exporter after %s: up = %s", base, timeout, last)
+			return fmt.Errorf("the Prometheus at %s has not scraped its target after %s: %s = %s", base, timeout, query, last)
 		}
 		select {
 		case <-ctx.Done():
@@ -235,6 +241,13 @@ func (f *Fleet) stopAllPrometheus() error {
 	var errs []error
 	for _, p := range proms {
 		errs = append(errs, p.Stop())
+	}
+	f.mu.Lock()
+	fp := f.fleetProm
+	f.fleetProm = nil
+	f.mu.Unlock()
+	if fp != nil {
+		errs = append(errs, fp.Stop())
 	}
 	if e != nil {
 		errs = append(errs, e.Stop())

@@ -14,6 +14,9 @@ type Supervised struct {
 	Name string
 	// MetricsAddr is where its /metrics is served.
 	MetricsAddr string
+	// MetricsToken is the bearer token that may read it over HTTPS (""
+	// when it serves plain HTTP).
+	MetricsToken string
 
 	bin     string
 	args    []string

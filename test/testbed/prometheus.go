@@ -36,14 +36,22 @@ type PrometheusConfig struct {
 	ScrapeInterval time.Duration
 }
 
-// ScrapeTarget is one scrape job: http://Address/MetricsPath.
+// ScrapeTarget is one scrape job: Scheme://Address/MetricsPath.
 type ScrapeTarget struct {
-	// Job is the job name (and label).
+	// Job is the job name (and label); unique in a configuration.
 	Job string
 	// Address is host:port.
 	Address string
 	// MetricsPath is the path; default /metrics.
 	MetricsPath string
+	// Scheme is http (the default) or https.
+	Scheme string
+	// BearerTokenFile holds a token sent as Authorization: Bearer.
+	BearerTokenFile string
+	// InsecureSkipVerify accepts any serving certificate (https).
+	InsecureSkipVerify bool
+	// Labels are added to every series of the target.
+	Labels map[string]string
 }
 
 // Prometheus is a running Prometheus on a loopback port.
@@ -120,7 +128,28 @@ func prometheusYAML(cfg PrometheusConfig) string {
 		if path == "" {
 			path = "/metrics"
 		}
-		fmt.Fprintf(&b, "- job_name: %q\n  metrics_path: %q\n  static_configs:\n  - targets: [%q]\n", t.Job, path, t.Address)
+		fmt.Fprintf(&b, "- job_name: %q\n  metrics_path: %q\n", t.Job, path)
+		if t.Scheme != "" {
+			fmt.Fprintf(&b, "  scheme: %q\n", t.Scheme)
+		}
+		if t.BearerTokenFile != "" {
+			fmt.Fprintf(&b, "  authorization:\n    credentials_file: %q\n", t.BearerTokenFile)
+		}
+		if t.InsecureSkipVerify {
+			b.WriteString("  tls_config:\n    insecure_skip_verify: true\n")
+		}
+		fmt.Fprintf(&b, "  static_configs:\n  - targets: [%q]\n", t.Address)
+		if len(t.Labels) > 0 {
+			keys := make([]string, 0, len(t.Labels))
+			for k := range t.Labels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			b.WriteString("    labels:\n")
+			for _, k := range keys {
+				fmt.Fprintf(&b, "      %s: %q\n", k, t.Labels[k])
+			}
+		}
 	}
 	return b.String()
 }
