@@ -50,9 +50,14 @@ func run() error {
 	fs.StringVar(&opts.DefaultPodSecurity, "default-pod-security", string(flotillav1.PodSecurityBaseline), "Pod Security Admission level (privileged, baseline or restricted) enforced on a namespace the agent creates for a Work whose spec.podSecurity is empty; existing namespaces are never relabelled")
 	fs.StringVar(&opts.PrometheusURL, "prometheus-url", "", "this member's Prometheus (e.g. http://prometheus.monitoring:9090), queried by the Prometheus signals of MyApps' spec.placement.healthShift; empty makes those signals Unknown (nothing shifts on them)")
 	fs.StringVar(&opts.AcceptFleetID, "accept-fleet-id", "", "serve the hub with this fleet id and record it, although this member's record (ConfigMap "+flotillav1.AgentIdentityConfigMapName+") names another fleet or cluster name: re-points the agent on purpose; remove the flag once it connected")
+	opts.Lease = setup.DefaultLease
+	opts.Lease.AddFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()
+	if err := opts.Lease.Validate(); err != nil {
+		return err
+	}
 
 	opts.InsecureMetrics = !*metricsSecure
 

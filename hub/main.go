@@ -73,9 +73,14 @@ func run() error {
 	fs.Float64Var(&opts.BootstrapRate, "bootstrap-rate", syncserver.DefaultBootstrapRate, "join requests (Register, Certificate: the RPCs that need no certificate) taken from one network address per second once --bootstrap-burst is used up; more are refused with RESOURCE_EXHAUSTED (0 means the default; a negative value turns the limit off)")
 	fs.IntVar(&opts.BootstrapBurst, "bootstrap-burst", syncserver.DefaultBootstrapBurst, "join requests taken from one network address at once before --bootstrap-rate limits them (0 means the default)")
 	fs.DurationVar(&opts.HeartbeatWriteInterval, "heartbeat-write-interval", membercluster.DefaultHeartbeatWriteInterval, "the most often a healthy member's heartbeat alone is written to its status")
+	opts.Lease = setup.DefaultLease
+	opts.Lease.AddFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()
+	if err := opts.Lease.Validate(); err != nil {
+		return err
+	}
 
 	opts.InsecureMetrics = !*metricsSecure
 	for _, h := range strings.Split(*servingHosts, ",") {

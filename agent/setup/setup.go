@@ -116,6 +116,10 @@ type Options struct {
 	// fleet or cluster name (--accept-fleet-id). Remove it once the agent
 	// has connected.
 	AcceptFleetID string
+	// Lease are the leader election timings (DefaultLease when zero).
+	// The Lease duration plus a little must fit in the hub's heartbeat
+	// grace: a replica replacing a killed leader heartbeats only then.
+	Lease serving.LeaseTimings
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz.
 	MetricsAddr, ProbeAddr string
 	// InsecureMetrics serves /metrics as plain HTTP open to anyone who
@@ -236,6 +240,10 @@ func New(opts Options) (*Agent, error) {
 			return nil, err
 		}
 	}
+	lease := opts.Lease.OrDefault(DefaultLease)
+	if err := lease.Validate(); err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        opts.Logger,
@@ -247,9 +255,9 @@ func New(opts Options) (*Agent, error) {
 		// waits out LeaseDuration (plus up to 2.2 RetryPeriods) before it
 		// heartbeats again, and that must fit in the hub's heartbeat grace
 		// (docs/architecture.md, timing budget).
-		LeaseDuration:          durationPtr(agentLeaseDuration),
-		RenewDeadline:          durationPtr(agentRenewDeadline),
-		RetryPeriod:            durationPtr(agentRetryPeriod),
+		LeaseDuration:          durationPtr(lease.Duration),
+		RenewDeadline:          durationPtr(lease.RenewDeadline),
+		RetryPeriod:            durationPtr(lease.RetryPeriod),
 		Metrics:                serving.MetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
 		HealthProbeBindAddress: opts.ProbeAddr,
 		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
@@ -389,11 +397,9 @@ func New(opts Options) (*Agent, error) {
 	return &Agent{Manager: mgr, Store: store, Sync: sc, Credentials: ident.source, LeaderIdentity: leaderID}, nil
 }
 
-// The agent's leader election timings.
-const (
-	agentLeaseDuration = 5 * time.Second
-	agentRenewDeadline = 4 * time.Second
-	agentRetryPeriod   = 500 * time.Millisecond
-)
+// DefaultLease is the agent's leader election timings unless
+// Options.Lease (--leader-election-*) sets them: a killed leader's Lease
+// expires in 5 s, well inside the hub's default heartbeat grace.
+var DefaultLease = serving.LeaseTimings{Duration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 500 * time.Millisecond}
 
 func durationPtr(d time.Duration) *time.Duration { return &d }

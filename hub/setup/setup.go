@@ -70,6 +70,8 @@ type Options struct {
 	// (ConfigMap flotilla-fleet). Empty means LeaderElectionNamespace,
 	// else $POD_NAMESPACE, else flotilla-system.
 	Namespace string
+	// Lease are the leader election timings (DefaultLease when zero).
+	Lease serving.LeaseTimings
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz
 	// ("0" disables).
 	MetricsAddr, ProbeAddr string
@@ -327,7 +329,11 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 
 // newManager creates the hub's leader-elected manager, with the webhook
 // server when opts ask for one, serving the certificate of certs.
-func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, lease leaderLease) (ctrl.Manager, error) {
+func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, leaderLease leaderLease) (ctrl.Manager, error) {
+	lease := opts.Lease.OrDefault(DefaultLease)
+	if err := lease.Validate(); err != nil {
+		return nil, err
+	}
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        opts.Logger,
@@ -337,16 +343,16 @@ func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, lease leade
 		LeaderElectionReleaseOnCancel: true,
 		// Short leases: a dead leader is replaced within seconds, in line
 		// with failover in seconds.
-		LeaseDuration:          ptrDuration(8 * time.Second),
-		RenewDeadline:          ptrDuration(6 * time.Second),
-		RetryPeriod:            ptrDuration(1 * time.Second),
+		LeaseDuration:          ptrDuration(lease.Duration),
+		RenewDeadline:          ptrDuration(lease.RenewDeadline),
+		RetryPeriod:            ptrDuration(lease.RetryPeriod),
 		Metrics:                serving.MetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
 		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
 		HealthProbeBindAddress: opts.ProbeAddr,
 
 		// Nil unless leader election is on: then the hub's own lock,
 		// whose holder identity the push engine's deletion fence knows.
-		LeaderElectionResourceLockInterface: lease.lock,
+		LeaderElectionResourceLockInterface: leaderLease.lock,
 	}
 	if opts.WebhookAddr != "" {
 		host, port, err := splitHostPort(opts.WebhookAddr)
@@ -730,3 +736,8 @@ func splitHostPort(addr string) (string, int, error) {
 	}
 	return host, port, nil
 }
+
+// DefaultLease is the hub's leader election timings unless Options.Lease
+// (--leader-election-*) sets them: a dead leader is replaced within about
+// 8 s.
+var DefaultLease = serving.LeaseTimings{Duration: 8 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: time.Second}

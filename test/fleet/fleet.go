@@ -683,7 +683,8 @@ func (f *Fleet) Stop() error {
 // LogDir is where the processes' logs are.
 func (f *Fleet) LogDir() string { return filepath.Join(f.cfg.Dir, "logs") }
 
-// Scrape returns the metrics text at addr, or "" when it does not answer.
+// Scrape returns the metrics text at http://addr/metrics, or "" when it
+// does not answer 200.
 func Scrape(addr string) string {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + addr + "/metrics")
@@ -691,6 +692,10 @@ func Scrape(addr string) string {
 		return ""
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// e.g. 400 from a secured /metrics (HTTPS) asked over HTTP.
+		return ""
+	}
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }

@@ -233,7 +233,7 @@ func (f *Fleet) StartFleetPrometheus(ctx context.Context) (*testbed.Prometheus, 
 		return nil, err
 	}
 	target := func(job, cluster string, s *Supervised) (testbed.ScrapeTarget, error) {
-		t := testbed.ScrapeTarget{Job: job + "-" + s.Name, Address: s.MetricsAddr, Labels: map[string]string{"cluster": cluster, "process": s.Name, "component": job}}
+		t := testbed.ScrapeTarget{Job: job + "-" + s.Name, Address: s.MetricsAddr, Labels: map[string]string{"process": s.Name, "component": job}}
 		if s.MetricsToken != "" {
 			file := filepath.Join(dir, cluster+".token")
 			if err := os.WriteFile(file, []byte(s.MetricsToken), 0o600); err != nil {
