@@ -132,6 +132,17 @@ var checks = map[string]func(t *testing.T, objs map[string]*unstructured.Unstruc
 		if r, _, _ := unstructured.NestedString(crb.Object, "roleRef", "name"); r != "flotilla-metrics-reader" {
 			t.Errorf("the scraper is bound to %q, want flotilla-metrics-reader", r)
 		}
+		sm := objs["ServiceMonitor/flotilla-system/flotilla-hub"]
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(eps) != 1 || eps[0].(map[string]any)["honorLabels"] != true {
+			t.Errorf("ServiceMonitor endpoints %v: want honorLabels, so that a MyApp's namespace label is kept", eps)
+		}
+		args := containerArgs(t, objs, "Deployment/flotilla-system/flotilla-hub")
+		for _, want := range []string{"--leader-election-lease-duration=15s", "--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"} {
+			if !contains(args, want) {
+				t.Errorf("args %v lack %s", args, want)
+			}
+		}
 	},
 	"hub-tuned": func(t *testing.T, objs map[string]*unstructured.Unstructured) {
 		args := containerArgs(t, objs, "Deployment/flotilla-hub")
@@ -171,7 +182,8 @@ var checks = map[string]func(t *testing.T, objs map[string]*unstructured.Unstruc
 	},
 	"agent-provided": func(t *testing.T, objs map[string]*unstructured.Unstructured) {
 		args := containerArgs(t, objs, "Deployment/flotilla-system/flotilla-agent")
-		for _, want := range []string{"--create-namespaces=false", "--allowed-namespaces=apps-*,web", "--default-pod-security=restricted", "--heartbeat-interval=5s"} {
+		for _, want := range []string{"--create-namespaces=false", "--allowed-namespaces=apps-*,web", "--default-pod-security=restricted", "--heartbeat-interval=5s",
+			"--leader-election-lease-duration=6s", "--leader-election-renew-deadline=5s", "--leader-election-retry-period=1s"} {
 			if !contains(args, want) {
 				t.Errorf("args %v lack %s", args, want)
 			}
@@ -209,6 +221,8 @@ func TestRefusedValues(t *testing.T) {
 		{AgentChart, []string{"hubAddress=h:9443", "certificates.join.token=a.b"}, "certificates.join.caHash: must be set"},
 		{AgentChart, []string{"namespacePolicy.defaultPodSecurity=lax"}, "/namespacePolicy/defaultPodSecurity"},
 		{AgentChart, []string{"leaderElection.enabled=maybe"}, "/leaderElection/enabled"},
+		{AgentChart, []string{"leaderElection.leaseDuration=5 seconds"}, "/leaderElection/leaseDuration"},
+		{HubChart, []string{"leaderElection.retryPeriod=1"}, "/leaderElection/retryPeriod"},
 	} {
 		args := []string{"template", tc.chart, ChartDir(tc.chart), "--namespace", Namespace}
 		for _, s := range tc.set {
