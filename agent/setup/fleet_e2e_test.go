@@ -185,13 +185,15 @@ func TestAgentRefusesAnotherFleetThenBrakesThePrune(t *testing.T) {
 	}
 	hubA := startTestHub(t, certDir, addr, "fleet-a", names)
 
+	var reg *prometheus.Registry
 	startAgent := func() (*Agent, func()) {
+		reg = prometheus.NewRegistry()
 		a, err := New(Options{
 			Config: cfg, HubAddress: addr, Namespace: "agent-e2e",
 			CertFile: filepath.Join(certDir, pki.AgentCertFile("east")), KeyFile: filepath.Join(certDir, pki.AgentKeyFile("east")),
 			CAFile: filepath.Join(certDir, pki.CACertFile), MetricsAddr: "0", ProbeAddr: "0",
 			HeartbeatInterval: time.Second, ResourceInterval: time.Second, CreateNamespaces: true,
-			Logger: testr.New(t), SkipNameValidation: true,
+			Logger: testr.New(t), SkipNameValidation: true, Registerer: reg,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -283,6 +285,30 @@ func TestAgentRefusesAnotherFleetThenBrakesThePrune(t *testing.T) {
 	if st := a.Sync.State(); !st.PruneBlocked || st.Refusal != "" {
 		t.Errorf("agent state %+v, want the prune blocked and no refusal", st)
 	}
+	prunes := func(result string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "flotilla_agent_prunes_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "result" && l.GetValue() == result {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		t.Fatalf("no flotilla_agent_prunes_total{result=%q}", result)
+		return 0
+	}
+	if b, ok := prunes(resultBlocked), prunes(resultSuccess); b < 1 || ok != 0 {
+		t.Errorf("flotilla_agent_prunes_total: blocked %v, success %v; want the held prune counted blocked, none done", b, ok)
+	}
 
 	if !hubA.srv.ConfirmPrune("east", blocked.Epoch) {
 		t.Fatal("the confirmation was not sent")
@@ -294,5 +320,8 @@ func TestAgentRefusesAnotherFleetThenBrakesThePrune(t *testing.T) {
 	})
 	if d := deployments(); d["app-0"] != before["app-0"] {
 		t.Errorf("app-0 was deleted or recreated (uid %q, was %q)", d["app-0"], before["app-0"])
+	}
+	if ok := prunes(resultSuccess); ok < 1 {
+		t.Errorf("flotilla_agent_prunes_total{result=success} = %v after the confirmed prune, want at least 1", ok)
 	}
 }
