@@ -94,6 +94,11 @@ certificate-watcher and webhook metrics) and the Go and process collectors
 HTTPS by default and admits bearer tokens whose identity may get
 ` + "`/metrics`" + ` (ClusterRole ` + "`flotilla-metrics-reader`" + `).
 
+Counters exist at zero before their first event, so that ` + "`increase()`" + ` sees
+it: those with a fixed label set from the start, a member's from its
+agent's first stream, a MyApp's from its first reconcile. A MyApp's series
+go when it is deleted, a member's hub-side series when its MemberCluster is.
+
 The Grafana dashboard (` + "`deploy/monitoring/flotilla-dashboard.json`" + `) and the
 alert rules (` + "`deploy/monitoring/`" + `) use only the metrics below.
 
