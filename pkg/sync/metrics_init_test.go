@@ -1,6 +1,7 @@
 package sync_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/flotilla-dev/flotilla/pkg/sync/internal/synctest"
@@ -9,7 +10,8 @@ import (
 // TestClusterCountersStartAtZero: once a cluster's agent holds a stream,
 // its per-cluster counters exist at zero (so an alert's increase() sees
 // the first orphan, refusal or clamp); a cluster that never connected has
-// none.
+// none; a cluster whose MemberCluster is deleted loses them, the others
+// keep theirs.
 func TestClusterCountersStartAtZero(t *testing.T) {
 	synctest.CheckGoroutines(t)
 	p := synctest.NewPKI(t)
@@ -20,13 +22,64 @@ func TestClusterCountersStartAtZero(t *testing.T) {
 		d := synctest.Diff(hub.Works.Desired("east"), agent.Applier.HeldGenerations())
 		return d == "", d
 	})
+	got := clusterSeries(t, hub)
+	for name, want := range wantPerCluster {
+		east := got[name]["east"]
+		if east.series != want || east.nonzero != 0 {
+			t.Errorf("%s{cluster=east}: %d series, %d above zero; want %d at zero", name, east.series, east.nonzero, want)
+		}
+		if west := got[name]["west"]; west.series != 0 {
+			t.Errorf("%s{cluster=west}: %d series for a cluster that never connected", name, west.series)
+		}
+	}
+
+	// west connects too; then east's MemberCluster is deleted (its stream
+	// ends): east's series go, west's stay.
+	hub.Works.Put("west", "web", 1)
+	westAgent := synctest.StartAgent(t, p, "west", hub.Addr, nil)
+	synctest.Eventually(t, wait, "west's agent holding its Work", func() (bool, string) {
+		d := synctest.Diff(hub.Works.Desired("west"), westAgent.Applier.HeldGenerations())
+		return d == "", d
+	})
+	hub.Clusters.Remove("east")
+	synctest.Eventually(t, wait, "east's series gone", func() (bool, string) {
+		got := clusterSeries(t, hub)
+		for name := range wantPerCluster {
+			if n := got[name]["east"].series; n != 0 {
+				return false, fmt.Sprintf("%s{cluster=east}: %d series", name, n)
+			}
+		}
+		return true, ""
+	})
+	got = clusterSeries(t, hub)
+	for name, want := range wantPerCluster {
+		if n := got[name]["west"].series; n != want {
+			t.Errorf("%s{cluster=west}: %d series after east went, want %d", name, n, want)
+		}
+	}
+}
+
+// wantPerCluster is how many series each per-cluster counter has for a
+// cluster whose agent connected.
+var wantPerCluster = map[string]int{
+	"flotilla_sync_works_orphaned_total":   1,
+	"flotilla_sync_connects_limited_total": 1,
+	// One per part the hub clamps (the what label's 15 values).
+	"flotilla_sync_status_clamped_total": 15,
+}
+
+// seriesCount is how many series of a metric a cluster has, and how many
+// of them are above zero.
+type seriesCount struct{ series, nonzero int }
+
+// clusterSeries counts the hub's series by metric and cluster.
+func clusterSeries(t *testing.T, hub *synctest.Hub) map[string]map[string]seriesCount {
+	t.Helper()
 	families, err := hub.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Series per cluster of each metric, and whether any is above zero.
-	type count struct{ series, nonzero int }
-	got := map[string]map[string]count{}
+	got := map[string]map[string]seriesCount{}
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
@@ -34,7 +87,7 @@ func TestClusterCountersStartAtZero(t *testing.T) {
 					continue
 				}
 				if got[f.GetName()] == nil {
-					got[f.GetName()] = map[string]count{}
+					got[f.GetName()] = map[string]seriesCount{}
 				}
 				c := got[f.GetName()][l.GetValue()]
 				c.series++
@@ -45,18 +98,5 @@ func TestClusterCountersStartAtZero(t *testing.T) {
 			}
 		}
 	}
-	for name, want := range map[string]int{
-		"flotilla_sync_works_orphaned_total":   1,
-		"flotilla_sync_connects_limited_total": 1,
-		// One per part the hub clamps (the what label's 15 values).
-		"flotilla_sync_status_clamped_total": 15,
-	} {
-		east := got[name]["east"]
-		if east.series != want || east.nonzero != 0 {
-			t.Errorf("%s{cluster=east}: %d series, %d above zero; want %d at zero", name, east.series, east.nonzero, want)
-		}
-		if west := got[name]["west"]; west.series != 0 {
-			t.Errorf("%s{cluster=west}: %d series for a cluster that never connected", name, west.series)
-		}
-	}
+	return got
 }

@@ -127,3 +127,13 @@ func (m *metrics) initCluster(cluster string) {
 		m.statusClamped.WithLabelValues(cluster, what)
 	}
 }
+
+// forgetCluster removes cluster's counters: its MemberCluster is gone, so
+// a fleet whose members come and go does not grow the registry. (Its
+// gauges go when its stream ends.)
+func (m *metrics) forgetCluster(cluster string) {
+	m.orphaned.DeleteLabelValues(cluster)
+	m.connectsLimited.DeleteLabelValues(cluster)
+	m.statusClamped.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+}
+

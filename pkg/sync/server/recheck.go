@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+	"time"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -12,13 +15,20 @@ import (
 // MemberCluster is gone (PERMISSION_DENIED) or now lists the stream's
 // certificate in spec.revokedCertificates, or is no longer admitted (see
 // AdmissionChecker: not Accepted, re-created) (PERMISSION_DENIED). It does not
-// wait for the stream to end, and never blocks on an agent.
+// wait for the stream to end, and never blocks on an agent. A cluster whose
+// MemberCluster is gone loses its per-cluster metric series.
 func (s *Server) ClusterChanged(cluster string) {
 	s.mu.RLock()
 	sess := s.sessions[cluster]
 	s.mu.RUnlock()
 	if sess != nil {
 		sess.recheck()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if known, err := s.cfg.Clusters.ClusterKnown(ctx, cluster); err == nil && !known {
+		s.metrics.forgetCluster(cluster)
 	}
 }
 
@@ -32,6 +42,7 @@ func (sess *session) recheck() {
 	if err == nil && !known {
 		sess.end(status.Errorf(codes.PermissionDenied,
 			"MemberCluster %q was deleted from the hub: this agent is no longer served; create it again to reconnect", sess.cluster))
+		s.metrics.forgetCluster(sess.cluster)
 		return
 	}
 	if err := s.checkRevoked(sess.ctx, sess.ident); status.Code(err) == codes.PermissionDenied {
