@@ -136,4 +136,3 @@ func (m *metrics) forgetCluster(cluster string) {
 	m.connectsLimited.DeleteLabelValues(cluster)
 	m.statusClamped.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 }
-
