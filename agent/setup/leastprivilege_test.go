@@ -134,6 +134,7 @@ func TestAgentRunsWithShippedRBAC(t *testing.T) {
 		want       int
 	}{
 		{"no token", "", http.StatusUnauthorized},
+		{"a token the member apiserver never issued", "not-a-token", http.StatusUnauthorized},
 		{"a service account not bound to flotilla-metrics-reader", nobody, http.StatusForbidden},
 		{"the reader again, after the refusals", reader, http.StatusOK},
 	} {

@@ -5,8 +5,8 @@
 //
 // /metrics is served over HTTPS and every request is authenticated with a
 // TokenReview and authorized with a SubjectAccessReview against the
-// cluster's apiserver (controller-runtime's
-// filters.WithAuthenticationAndAuthorization): a scraper needs a bearer
+// cluster's apiserver (metricsauth.go, answering 401 / 403 as
+// kube-apiserver does): a scraper needs a bearer
 // token of an identity allowed to get the non-resource URL /metrics, which
 // deploy's flotilla-metrics-reader ClusterRole grants. Plain HTTP is kept
 // for the local testbed only (--metrics-secure=false).

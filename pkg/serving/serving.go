@@ -3,7 +3,6 @@ package serving
 import (
 	"crypto/tls"
 
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -38,7 +37,7 @@ func MetricsOptions(addr string, secure bool) metricsserver.Options {
 	}
 	if secure {
 		opts.SecureServing = true
-		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.FilterProvider = metricsAuth
 	}
 	return opts
 }
