@@ -280,7 +280,10 @@ func (f *Fleet) StartFleetPrometheus(ctx context.Context) (*testbed.Prometheus, 
 	f.fleetProm = p
 	f.mu.Unlock()
 	f.logf("Prometheus at %s (pid %d) scraping the hub and %d agents every 5s", p.URL(), p.Process().Pid(), len(targets)-1)
-	if err := waitUp(ctx, p.URL(), `min(up{component=~"flotilla-.*"})`, time.Minute); err != nil {
+	// Every target scraped successfully (up is absent for a target not
+	// scraped yet, so count the ones that are up).
+	all := fmt.Sprintf(`count(up{component=~"flotilla-.*"} == 1) == bool %d`, len(targets))
+	if err := waitUp(ctx, p.URL(), all, time.Minute); err != nil {
 		return p, err
 	}
 	return p, nil
