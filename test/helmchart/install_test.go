@@ -84,7 +84,7 @@ func TestInstallMatchesKustomize(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := t.Context()
-			before := snapshot(ctx, t, cfg)
+			before := settled(ctx, t, cfg)
 
 			out, err := h.Run("install", tc.chart, ChartDir(tc.chart), "--kubeconfig", kubeconfig,
 				"--namespace", Namespace, "--create-namespace")
@@ -165,6 +165,30 @@ func snapshot(ctx context.Context, t *testing.T, cfg *rest.Config) map[string]bo
 		t.Fatal(err)
 	}
 	return out
+}
+
+// settled is the snapshot once the apiserver has made its own objects:
+// Service default/kubernetes (its bootstrap controller creates it a moment
+// after the apiserver is ready, with the EndpointSlice and namespaces) is
+// there and two snapshots a second apart agree. Without this wait, an
+// object of the apiserver's own could land between the snapshot and the
+// install and count as the chart's.
+func settled(ctx context.Context, t *testing.T, cfg *rest.Config) map[string]bool {
+	t.Helper()
+	var last map[string]bool
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		now, err := list(ctx, cfg)
+		if err != nil {
+			return false, nil
+		}
+		stable := last != nil && len(minus(now, last)) == 0 && len(minus(last, now)) == 0
+		last = now
+		return stable && now["v1 Service default/kubernetes"], nil
+	})
+	if err != nil {
+		t.Fatalf("the apiserver's own objects did not settle within a minute (Service default/kubernetes present: %v): %v", last["v1 Service default/kubernetes"], err)
+	}
+	return last
 }
 
 // derived are kinds the apiserver makes by itself from what was
