@@ -17,11 +17,7 @@ func TestClusterCountersStartAtZero(t *testing.T) {
 	p := synctest.NewPKI(t)
 	hub := synctest.StartHub(t, p, []string{"east", "west"}, nil)
 	hub.Works.Put("east", "web", 1)
-	agent := synctest.StartAgent(t, p, "east", hub.Addr, nil)
-	synctest.Eventually(t, wait, "the agent holding its Work", func() (bool, string) {
-		d := synctest.Diff(hub.Works.Desired("east"), agent.Applier.HeldGenerations())
-		return d == "", d
-	})
+	converged(t, hub, synctest.StartAgent(t, p, "east", hub.Addr, nil), "east")
 	got := clusterSeries(t, hub)
 	for name, want := range wantPerCluster {
 		east := got[name]["east"]
@@ -36,11 +32,7 @@ func TestClusterCountersStartAtZero(t *testing.T) {
 	// west connects too; then east's MemberCluster is deleted (its stream
 	// ends): east's series go, west's stay.
 	hub.Works.Put("west", "web", 1)
-	westAgent := synctest.StartAgent(t, p, "west", hub.Addr, nil)
-	synctest.Eventually(t, wait, "west's agent holding its Work", func() (bool, string) {
-		d := synctest.Diff(hub.Works.Desired("west"), westAgent.Applier.HeldGenerations())
-		return d == "", d
-	})
+	converged(t, hub, synctest.StartAgent(t, p, "west", hub.Addr, nil), "west")
 	hub.Clusters.Remove("east")
 	synctest.Eventually(t, wait, "east's series gone", func() (bool, string) {
 		got := clusterSeries(t, hub)

@@ -77,8 +77,8 @@ func (r *Reconciler) clearMetrics(app *flotillav1.MyApp) {
 // clearAppMetrics removes every series of a MyApp that is gone, its
 // counters too.
 func (r *Reconciler) clearAppMetrics(app *flotillav1.MyApp) {
-	r.clearRollout(app.Namespace, app.Name)
 	metrics.ForgetMyApp(app.Namespace, app.Name)
+	r.rolloutSeen.Delete(types.NamespacedName{Namespace: app.Namespace, Name: app.Name})
 }
 
 // clearRollout removes the rollout series of MyApp namespace/name: it is
