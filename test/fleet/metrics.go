@@ -90,27 +90,38 @@ const metricsTokenLifetime = 6 * time.Hour
 // makeMetricsTokens makes the scraper's token in the hub and in each of
 // members (the Pull ones: a Push member runs no agent).
 func (f *Fleet) makeMetricsTokens(ctx context.Context, members []string) error {
-	role, err := f.metricsReaderRole()
-	if err != nil {
+	if _, err := f.ensureMetricsToken(ctx, hubCluster, f.Hub); err != nil {
 		return err
 	}
-	tokens := map[string]string{}
-	tok, err := metricsToken(ctx, f.Hub, role, metricsTokenLifetime)
-	if err != nil {
-		return fmt.Errorf("hub: %w", err)
-	}
-	tokens[hubCluster] = tok
 	for _, m := range members {
-		tok, err := metricsToken(ctx, f.members[m], role, metricsTokenLifetime)
-		if err != nil {
-			return fmt.Errorf("%s: %w", m, err)
+		if _, err := f.ensureMetricsToken(ctx, m, f.members[m]); err != nil {
+			return err
 		}
-		tokens[m] = tok
+	}
+	return nil
+}
+
+// ensureMetricsToken is the scraper's token for cluster (c serves it),
+// made the first time it is asked for.
+func (f *Fleet) ensureMetricsToken(ctx context.Context, cluster string, c client.Client) (string, error) {
+	if tok := f.MetricsToken(cluster); tok != "" {
+		return tok, nil
+	}
+	role, err := f.metricsReaderRole()
+	if err != nil {
+		return "", err
+	}
+	tok, err := metricsToken(ctx, c, role, metricsTokenLifetime)
+	if err != nil {
+		return "", fmt.Errorf("%s: metrics token: %w", cluster, err)
 	}
 	f.mu.Lock()
-	f.metricsTokens = tokens
+	if f.metricsTokens == nil {
+		f.metricsTokens = map[string]string{}
+	}
+	f.metricsTokens[cluster] = tok
 	f.mu.Unlock()
-	return nil
+	return tok, nil
 }
 
 // hubCluster keys the hub's token in metricsTokens.
@@ -132,26 +143,9 @@ func (f *Fleet) memberMetricsToken(member string) (string, error) {
 	if !f.cfg.SecureMetrics {
 		return "", nil
 	}
-	if tok := f.MetricsToken(member); tok != "" {
-		return tok, nil
-	}
-	role, err := f.metricsReaderRole()
-	if err != nil {
-		return "", err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tok, err := metricsToken(ctx, f.members[member], role, metricsTokenLifetime)
-	if err != nil {
-		return "", fmt.Errorf("%s: metrics token: %w", member, err)
-	}
-	f.mu.Lock()
-	if f.metricsTokens == nil {
-		f.metricsTokens = map[string]string{}
-	}
-	f.metricsTokens[member] = tok
-	f.mu.Unlock()
-	return tok, nil
+	return f.ensureMetricsToken(ctx, member, f.members[member])
 }
 
 // metricsArgs are the hub's or an agent's /metrics flags.
@@ -232,41 +226,21 @@ func (f *Fleet) StartFleetPrometheus(ctx context.Context) (*testbed.Prometheus, 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	target := func(job, cluster string, s *Supervised) (testbed.ScrapeTarget, error) {
-		t := testbed.ScrapeTarget{Job: job + "-" + s.Name, Address: s.MetricsAddr, Labels: map[string]string{"process": s.Name, "component": job}}
-		if s.MetricsToken != "" {
-			file := filepath.Join(dir, cluster+".token")
-			if err := os.WriteFile(file, []byte(s.MetricsToken), 0o600); err != nil {
-				return t, err
+	var targets []testbed.ScrapeTarget
+	for _, ep := range f.MetricsEndpoints() {
+		component := "flotilla-agent"
+		if ep.Process == "hub" {
+			component = "flotilla-hub"
+		}
+		t := testbed.ScrapeTarget{Job: component + "-" + ep.Process, Address: ep.Addr, Labels: map[string]string{"process": ep.Process, "component": component}}
+		if ep.Token != "" {
+			file := filepath.Join(dir, ep.Cluster+".token")
+			if err := os.WriteFile(file, []byte(ep.Token), 0o600); err != nil {
+				return nil, err
 			}
 			t.Scheme, t.BearerTokenFile, t.InsecureSkipVerify = "https", file, true
 		}
-		return t, nil
-	}
-	f.mu.Lock()
-	hub := f.hub
-	members := make([]string, 0, len(f.agents))
-	for m := range f.agents {
-		members = append(members, m)
-	}
-	sort.Strings(members)
-	var targets []testbed.ScrapeTarget
-	t, err := target("flotilla-hub", hubCluster, hub)
-	if err == nil {
 		targets = append(targets, t)
-		for _, m := range members {
-			for _, a := range f.agents[m] {
-				t, err = target("flotilla-agent", m, a)
-				if err != nil {
-					break
-				}
-				targets = append(targets, t)
-			}
-		}
-	}
-	f.mu.Unlock()
-	if err != nil {
-		return nil, err
 	}
 	name := "prometheus-fleet"
 	p, err := testbed.StartPrometheus(ctx, testbed.PrometheusConfig{
