@@ -134,6 +134,19 @@ E2E_FLAGS ?=
 e2e: prometheus-bin ## Run the e2e suite (test/e2e-multikind) against the local testbed.
 	$(GO) test -tags e2e -count=1 -timeout 40m ./test/e2e-multikind/ -provider=$(E2E_PROVIDER) $(E2E_FLAGS)
 
+.PHONY: kind-bin
+kind-bin: testbed-bin ## Build kind, kubelet, kubeadm, kube-proxy, containerd, ctr, crictl, CoreDNS and pause into bin/ for the kind node image (skipped when present).
+	hack/build-testbed-bin.sh kind
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/pause ./hack/kind/pause
+
+.PHONY: kind-image
+kind-image: kind-bin ## Build the offline kind node image from Debian packages and bin/ (root and Docker; skipped when its content hash is built).
+	hack/kind/build-node-image.sh
+
+.PHONY: e2e-kind
+e2e-kind: kind-image helm-bin ## Run the e2e suite on kind: hub + 3 member clusters from the offline node image, Flotilla installed by its charts; everything torn down after.
+	hack/kind/e2e-kind.sh
+
 # Runs per figure of the end-to-end latency report (at least 30).
 BENCH_RUNS ?= 30
 BENCH_FAILOVER_RUNS ?= 30

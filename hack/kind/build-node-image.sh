@@ -91,6 +91,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/flotilla-kind-image.XXXXXX")
 builder=flotilla-kind-image-build-$$
 cleanup() {
 	docker rm -f "$builder" >/dev/null 2>&1 || true
+	# Intermediate images: none stays, whether the build worked or not.
+	docker images --format '{{.Repository}}:{{.Tag}}' |
+		grep -E "^$repo-build(/[^:]*)?:$hash" | xargs -r docker rmi >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -204,7 +207,7 @@ log "node root imported"
 # overlay mounts) and are unpacked by the node's containerd when a pod first
 # uses them. Pinned, so the kubelet's image GC never removes them.
 docker run -d --name "$builder" --privileged --entrypoint sleep "$repo-build:$hash" infinity >/dev/null
-docker exec "$builder" sh -c 'nohup containerd >/var/log/containerd-build.log 2>&1 &'
+docker exec "$builder" sh -c 'nohup containerd --log-level error >/var/log/containerd-build.log 2>&1 &'
 for _ in $(seq 1 60); do
 	docker exec "$builder" ctr version >/dev/null 2>&1 && break
 	sleep 0.5
@@ -213,7 +216,7 @@ docker exec "$builder" ctr version >/dev/null 2>&1 ||
 	die "containerd did not start in the build container: $(docker exec "$builder" tail -5 /var/log/containerd-build.log)"
 docker save "${images[@]}" |
 	docker exec -i "$builder" ctr --namespace=k8s.io images import \
-		--label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests - >/dev/null
+		--label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack - >/dev/null
 for build_ref in "${images[@]}"; do
 	ref=${target[$build_ref]}
 	docker exec "$builder" ctr --namespace=k8s.io images tag --force "$build_ref" "$ref" >/dev/null
@@ -224,8 +227,9 @@ loaded=$(docker exec "$builder" ctr --namespace=k8s.io images list -q)
 for ref in "${wanted[@]}"; do
 	grep -qxF "$ref" <<<"$loaded" || die "$ref is not in the node's containerd after the import"
 done
-[[ $(grep -c . <<<"$loaded") == "${#wanted[@]}" ]] ||
-	die "the node's containerd holds more than the control-plane images: $loaded"
+# (The CRI plugin adds a sha256:<config digest> name per image: its image IDs.)
+extra=$(grep -v '^sha256:' <<<"$loaded" | grep -vxF -f <(printf '%s\n' "${wanted[@]}") || true)
+[[ -z $extra ]] || die "the node's containerd holds more than the control-plane images: $extra"
 docker exec "$builder" sh -c 'pkill containerd; while pgrep -x containerd >/dev/null; do sleep 0.2; done; rm -f /var/log/containerd-build.log'
 docker commit "$builder" "$repo-build:$hash-loaded" >/dev/null
 docker rm -f "$builder" >/dev/null
@@ -241,6 +245,5 @@ ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]
 LABEL dev.flotilla.kind-node.kubernetes="$k8s_version" dev.flotilla.kind-node.debian="$suite"
 EOF
 DOCKER_BUILDKIT=0 docker build -q -t "$image" "$work" >/dev/null
-docker rmi "$repo-build:$hash-loaded" "$repo-build:$hash" "${images[@]}" >/dev/null
 echo "$image" >"$bin/kind-node-image"
 log "built $image in $((SECONDS - start)) s ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MiB", $1/1048576}'))"

@@ -83,6 +83,23 @@ type SyncModeSwitcher interface {
 	SetSyncMode(ctx context.Context, member string, mode flotillav1.SyncMode) error
 }
 
+// Partitioner is a provider that can cut a member off the network the hub
+// and the other members are on, as a network partition would, while the
+// member itself keeps running (kind: docker network disconnect of its
+// node). The specs that need it skip elsewhere.
+type Partitioner interface {
+	// PartitionMember cuts member off: its agent cannot reach the hub, and
+	// the suite reaches it only through DeploymentUIDsInside.
+	PartitionMember(ctx context.Context, member string) error
+	// HealMember connects member again, at the address it had, and
+	// returns once its apiserver answers the suite.
+	HealMember(ctx context.Context, member string) error
+	// DeploymentUIDsInside lists the Deployments of namespace in member
+	// (name -> UID), read from inside the member, so that it works while
+	// the member is cut off.
+	DeploymentUIDsInside(ctx context.Context, member, namespace string) (map[string]string, error)
+}
+
 // MetricsProvider is a provider that can give members a Prometheus whose
 // data a spec controls (the testbed): the health-shift specs' Prometheus
 // signals query it through the agents' --prometheus-url, and skip on

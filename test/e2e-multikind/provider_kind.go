@@ -50,6 +50,9 @@ type kindMember struct {
 	cluster string
 	cfg     *rest.Config
 	c       client.Client
+	// partitionedIP is the node's address on kind's network while
+	// PartitionMember has it cut off; empty otherwise.
+	partitionedIP string
 }
 
 var _ ClusterProvider = &kindProvider{}
@@ -182,7 +185,12 @@ func (p *kindProvider) StartMember(ctx context.Context, name string) error {
 	if err := docker(ctx, "start", m.cluster+"-control-plane"); err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(m.cfg)
+	return waitReadyz(ctx, name, m.cfg)
+}
+
+// waitReadyz waits up to 3 minutes for the member's apiserver /readyz.
+func waitReadyz(ctx context.Context, name string, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -193,7 +201,7 @@ func (p *kindProvider) StartMember(ctx context.Context, name string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("member %s's apiserver not ready 3m after docker start: %w", name, err)
+			return fmt.Errorf("member %s's apiserver not ready within 3m: %w", name, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -201,6 +209,83 @@ func (p *kindProvider) StartMember(ctx context.Context, name string) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+var _ Partitioner = &kindProvider{}
+
+// kindNetwork is the docker network kind puts every node on
+// (KIND_EXPERIMENTAL_DOCKER_NETWORK when set).
+func kindNetwork() string {
+	if n := os.Getenv("KIND_EXPERIMENTAL_DOCKER_NETWORK"); n != "" {
+		return n
+	}
+	return "kind"
+}
+
+// PartitionMember disconnects the member's node from kind's network after
+// noting its address there, so that HealMember gives the same one back
+// (the node's apiserver certificate and kubelet name it).
+func (p *kindProvider) PartitionMember(ctx context.Context, name string) error {
+	m, err := p.member(name)
+	if err != nil {
+		return err
+	}
+	node := m.cluster + "-control-plane"
+	out, err := exec.CommandContext(ctx, "docker", "inspect", "-f", fmt.Sprintf("{{with index .NetworkSettings.Networks %q}}{{.IPAddress}}{{end}}", kindNetwork()), node).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker inspect %s: %w: %s", node, err, out)
+	}
+	ip := strings.TrimSpace(string(out))
+	if ip == "" {
+		return fmt.Errorf("%s has no address on docker network %s (partitioned already?)", node, kindNetwork())
+	}
+	m.partitionedIP = ip
+	return docker(ctx, "network", "disconnect", kindNetwork(), node)
+}
+
+// HealMember connects the node to kind's network again at the address it
+// had and waits for its apiserver.
+func (p *kindProvider) HealMember(ctx context.Context, name string) error {
+	m, err := p.member(name)
+	if err != nil {
+		return err
+	}
+	if m.partitionedIP == "" {
+		return fmt.Errorf("member %s is not partitioned", name)
+	}
+	if err := docker(ctx, "network", "connect", "--ip", m.partitionedIP, kindNetwork(), m.cluster+"-control-plane"); err != nil {
+		return err
+	}
+	m.partitionedIP = ""
+	return waitReadyz(ctx, name, m.cfg)
+}
+
+// DeploymentUIDsInside runs kubectl in the member's node against its
+// apiserver on the node's loopback (kind's certificates name 127.0.0.1),
+// which needs no network.
+func (p *kindProvider) DeploymentUIDsInside(ctx context.Context, name, namespace string) (map[string]string, error) {
+	m, err := p.member(name)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "docker", "exec", m.cluster+"-control-plane",
+		"kubectl", "--kubeconfig=/etc/kubernetes/admin.conf", "--server=https://127.0.0.1:6443",
+		"get", "deployments", "-n", namespace, "-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}`)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		return nil, fmt.Errorf("listing Deployments of %s inside %s: %w: %s", namespace, name, err, stderr)
+	}
+	uids := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if n, uid, ok := strings.Cut(line, "="); ok {
+			uids[n] = uid
+		}
+	}
+	return uids, nil
 }
 
 // AgentLeader reads the agents' Lease: controller-runtime's holder

@@ -909,3 +909,73 @@ func decisionString(d *flotillav1.PlacementDecision) string {
 	}
 	return s + "}"
 }
+
+// PartitionSpec: a member cut off the network (running, but unreachable,
+// unlike a stopped one) fails over as a lost member does, and while it is
+// cut off nothing in it is deleted: its Deployment keeps running there,
+// the same object (autonomy; the hub's purge of its Work cannot reach it).
+// Once the partition heals, the replicas fail back to it after the
+// stabilization window.
+func PartitionSpec(t *testing.T, in SpecInput, cut string) {
+	requireMembers(t, in, 3)
+	p, ok := in.Provider.(Partitioner)
+	if !ok {
+		t.Skipf("provider %s cannot partition a member", in.Provider.Name())
+	}
+	ctx := context.Background()
+	others := without(in.Members, cut)
+	createMyApp(t, in, failoverApp(in, true))
+	even := each(in.Members, 2)
+	eventually(t, "Deployments with 2 ready replicas in every member", convergeTimeout, deploymentsRolledOut(in, "web", want(even)))
+	eventually(t, "MyApp web Ready", convergeTimeout, appReady(in, "web", even))
+	before, err := p.DeploymentUIDsInside(ctx, cut, in.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before["web"] == "" {
+		t.Fatalf("no Deployment web in %s before the partition, read from inside: %v", cut, before)
+	}
+
+	if err := p.PartitionMember(ctx, cut); err != nil {
+		t.Fatalf("partitioning %s: %v", cut, err)
+	}
+	t.Logf("cut %s off the network", cut)
+	var once sync.Once
+	heal := func() {
+		once.Do(func() {
+			if err := p.HealMember(ctx, cut); err != nil {
+				t.Errorf("healing %s: %v", cut, err)
+				return
+			}
+			if err := poll(ctx, convergeTimeout, func() error { return memberReady(ctx, in, cut) }); err != nil {
+				t.Errorf("%s not Ready again after the partition healed: %v", cut, err)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		dumpIfFailed(t, in, cut+"-partitioned")
+		heal()
+	})
+
+	failedOver(t, in, cut, others)
+	unchanged := func() error {
+		now, err := p.DeploymentUIDsInside(ctx, cut, in.Namespace)
+		if err != nil {
+			return err
+		}
+		if now["web"] != before["web"] {
+			return fmt.Errorf("Deployment web in %s: UID %q, was %q before the partition (deleted while cut off)", cut, now["web"], before["web"])
+		}
+		return nil
+	}
+	if err := unchanged(); err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, cut+"'s Deployment web kept while it is cut off", 10*time.Second, unchanged)
+
+	heal()
+	t.Logf("%s connected again", cut)
+	eventually(t, "replicas failing back to "+cut+" (placement 2/2/2)", convergeTimeout, placementIs(in, "web", even))
+	eventually(t, "Deployments with 2 ready replicas in every member after the failback", convergeTimeout, deploymentsRolledOut(in, "web", want(even)))
+	eventually(t, "MyApp web Ready on every member after the failback", convergeTimeout, appReady(in, "web", even))
+}

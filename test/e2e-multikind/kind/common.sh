@@ -8,9 +8,11 @@
 #                   which git ignores)
 #   IMAGE_TAG       tag of the hub and agent images built and loaded (default e2e)
 #   SKIP_BUILD      1: don't build the images, load the ones already tagged
-#   KIND_NODE_IMAGE kindest/node image for every cluster (default: kind's own)
-#   HUB_NODE_PORT   NodePort of the hub's sync Service; must match
-#                   overlays/hub/service-nodeport.yaml (default 30443)
+#   KIND_NODE_IMAGE node image for every cluster (default: the one make
+#                   kind-image built, named in bin/kind-node-image; else kind's own)
+#   HUB_NODE_PORT   NodePort of the hub's sync Service (default 30443)
+#   KIND, KUBECTL, HELM  the commands (default: bin/kind, bin/kubectl,
+#                   bin/helm when present, else from PATH)
 #   WAIT_TIMEOUT    how long to wait for rollouts and Ready members (default 300s)
 #   KIND_EXPERIMENTAL_DOCKER_NETWORK  kind's docker network (default kind)
 
@@ -21,15 +23,37 @@ MEMBERS=${MEMBERS:-3}
 ARTIFACTS=${ARTIFACTS:-$ROOT/test/e2e-multikind/artifacts/kind}
 IMAGE_TAG=${IMAGE_TAG:-e2e}
 SKIP_BUILD=${SKIP_BUILD:-0}
-KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-}
+KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-$(cat "$ROOT/bin/kind-node-image" 2>/dev/null || true)}
 HUB_NODE_PORT=${HUB_NODE_PORT:-30443}
 WAIT_TIMEOUT=${WAIT_TIMEOUT:-300s}
 KIND_NETWORK=${KIND_EXPERIMENTAL_DOCKER_NETWORK:-kind}
+
+# bin_or_path NAME prints bin/NAME when it is there, else NAME.
+bin_or_path() {
+	if [[ -x $ROOT/bin/$1 ]]; then
+		printf '%s\n' "$ROOT/bin/$1"
+	else
+		printf '%s\n' "$1"
+	fi
+}
+KIND=${KIND:-$(bin_or_path kind)}
+KUBECTL=${KUBECTL:-$(bin_or_path kubectl)}
+HELM=${HELM:-$(bin_or_path helm)}
 
 HUB_CLUSTER=flotilla-hub
 MEMBER_CLUSTER_PREFIX=flotilla-member-
 HUB_IMAGE=ghcr.io/flotilla-dev/flotilla-hub:$IMAGE_TAG
 AGENT_IMAGE=ghcr.io/flotilla-dev/flotilla-agent:$IMAGE_TAG
+# The e2e test app (test/e2e-multikind/testapp) under every name the specs
+# deploy; testapp-images.sh builds them and says which behaves how.
+TESTAPP_IMAGES=(
+	registry.example.com/team/web:1.0
+	registry.example.com/team/web:1.1
+	mirror.example.com/team/web:2.0
+	registry.example.com/team/web:flotilla-fail
+	registry.example.com/team/web:flotilla-crashloop
+	registry.example.com/team/proxy:3.1
+)
 
 # Member i (from 1) lives where the local testbed puts its member i, so the
 # examples and the e2e suite see the same topology on both providers.
@@ -63,7 +87,7 @@ member_provider() { printf '%s\n' "${PROVIDERS[$((($1 - 1) % ${#PROVIDERS[@]}))]
 # kind_cluster_exists NAME. (grep without -q reads all of kind's output, so
 # pipefail never sees kind die of SIGPIPE.)
 kind_cluster_exists() {
-	kind get clusters 2>/dev/null | grep -x -- "$1" >/dev/null
+	"$KIND" get clusters 2>/dev/null | grep -x -- "$1" >/dev/null
 }
 
 # sha256 prints the SHA-256 of its standard input (Linux or macOS).

@@ -11,21 +11,21 @@ set -Eeuo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 need docker "Install Docker: https://docs.docker.com/get-docker/"
-need kind "Install kind: https://kind.sigs.k8s.io/docs/user/quick-start/#installation"
+need "$KIND" "Install kind, or run make kind-bin"
 
 clusters=()
 while IFS= read -r name; do
 	if [[ $name == "$HUB_CLUSTER" || $name =~ ^${MEMBER_CLUSTER_PREFIX}[0-9]+$ ]]; then
 		clusters+=("$name")
 	fi
-done < <(kind get clusters 2>/dev/null)
+done < <("$KIND" get clusters 2>/dev/null)
 
 if ((${#clusters[@]} == 0)); then
 	log "no Flotilla kind clusters to delete"
 else
 	for name in "${clusters[@]}"; do
 		log "deleting kind cluster $name"
-		kind delete cluster --name "$name"
+		"$KIND" delete cluster --name "$name"
 	done
 fi
 
