@@ -2,7 +2,10 @@
 # Builds the kind node image Flotilla's kind e2e runs on, with no registry
 # and no internet: only Debian's packages and binaries built from Go modules.
 #
-#   hack/kind/build-node-image.sh      (make kind-image)
+#   hack/kind/build-node-image.sh        (make kind-image)
+#   hack/kind/build-node-image.sh roots  only the cached Debian roots (no Go
+#                                        binaries needed: network-bound, so
+#                                        it can run beside the Go builds)
 #
 # The image is tagged flotilla.dev/kind-node:<kubernetes version>-<hash>,
 # where the hash covers everything that goes into it (this script, the files
@@ -64,13 +67,18 @@ image_binaries=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy
 command -v docker >/dev/null || die "needs docker"
 docker info >/dev/null 2>&1 || die "the Docker daemon is not reachable"
 command -v debootstrap >/dev/null || die "needs debootstrap (apt-get install debootstrap)"
-for b in "${node_binaries[@]}" "${image_binaries[@]}"; do
-	[[ -x $bin/$b ]] || die "$bin/$b is missing: run make kind-bin first"
-done
+mode=${1:-image}
+[[ $mode == image || $mode == roots ]] || die "unknown mode $mode (want: roots, or none)"
+if [[ $mode == image ]]; then
+	for b in "${node_binaries[@]}" "${image_binaries[@]}"; do
+		[[ -x $bin/$b ]] || die "$bin/$b is missing: run make kind-bin first"
+	done
+fi
 [[ -n $k8s_version ]] || die "no K8S_VERSION in hack/build-testbed-bin.sh"
 
 # --- the tag: a hash over every input ----------------------------------------
-hash=$(
+hash=
+[[ $mode == roots ]] || hash=$(
 	{
 		echo "$suite ${node_packages[*]} / ${proxy_packages[*]}"
 		sha256sum "$0"
@@ -78,13 +86,13 @@ hash=$(
 		(cd "$bin" && sha256sum "${node_binaries[@]}" "${image_binaries[@]}")
 	} | sha256sum | cut -c1-12
 )
-image=$repo:$k8s_version-$hash
-if [[ ${KIND_IMAGE_REBUILD:-} != 1 ]] && docker image inspect "$image" >/dev/null 2>&1; then
+image=$repo:$k8s_version-${hash:-}
+if [[ $mode == image && ${KIND_IMAGE_REBUILD:-} != 1 ]] && docker image inspect "$image" >/dev/null 2>&1; then
 	log "$image is built already"
 	echo "$image" >"$bin/kind-node-image"
 	exit 0
 fi
-log "building $image"
+[[ $mode == roots ]] || log "building $image"
 start=$SECONDS
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/flotilla-kind-image.XXXXXX")
@@ -93,7 +101,7 @@ cleanup() {
 	docker rm -f "$builder" >/dev/null 2>&1 || true
 	# Intermediate images: none stays, whether the build worked or not.
 	docker images --format '{{.Repository}}:{{.Tag}}' |
-		grep -E "^$repo-build(/[^:]*)?:$hash" | xargs -r docker rmi >/dev/null 2>&1 || true
+		grep -E "^$repo-build(/[^:]*)?:${hash:-none}" | xargs -r docker rmi >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -128,6 +136,10 @@ debian_root() {
 }
 node_root=$(debian_root node "${node_packages[@]}")
 proxy_root=$(debian_root kube-proxy "${proxy_packages[@]}")
+if [[ $mode == roots ]]; then
+	log "Debian roots ready in $cache ($((SECONDS - start)) s)"
+	exit 0
+fi
 
 # --- control-plane images --------------------------------------------------------
 mapfile -t wanted < <("$bin/kubeadm" config images list --kubernetes-version "$k8s_version" 2>/dev/null)
@@ -230,7 +242,9 @@ done
 # (The CRI plugin adds a sha256:<config digest> name per image: its image IDs.)
 extra=$(grep -v '^sha256:' <<<"$loaded" | grep -vxF -f <(printf '%s\n' "${wanted[@]}") || true)
 [[ -z $extra ]] || die "the node's containerd holds more than the control-plane images: $extra"
-docker exec "$builder" sh -c 'pkill containerd; while pgrep -x containerd >/dev/null; do sleep 0.2; done; rm -f /var/log/containerd-build.log'
+# (sleep, the container's PID 1, reaps no one: the stopped containerd stays a
+# zombie, so only live states count.)
+docker exec "$builder" sh -c 'pkill containerd; while pgrep -x -r D,R,S,T containerd >/dev/null; do sleep 0.2; done; rm -f /var/log/containerd-build.log'
 docker commit "$builder" "$repo-build:$hash-loaded" >/dev/null
 docker rm -f "$builder" >/dev/null
 
