@@ -16,6 +16,10 @@
 #   VERSION      version the binaries report (default IMAGE_TAG)
 #   CA_BUNDLE    CA certificates copied in (default /etc/ssl/certs/ca-certificates.crt)
 set -euo pipefail
+# Whatever the caller's umask (up.sh keeps its artifacts private), what goes
+# into an image is readable and its binaries executable by the image's
+# non-root user: a 0700 / in an image is "exec: permission denied".
+umask 022
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}

@@ -35,6 +35,8 @@
 #                  air-gapped site points this at its own mirror
 #   KIND_IMAGE_REBUILD=1  build even when the tag exists
 set -Eeuo pipefail
+# Image files must be readable by their non-root users whatever the caller's umask.
+umask 022
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${BIN:-$root/bin}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -44,9 +45,20 @@ const (
 )
 
 // progressiveApp is a MyApp of baseImage with replicas (per member when
-// placement is Duplicated) rolled out Progressively with p.
+// placement is Duplicated) rolled out Progressively with p. Its pods have
+// the readiness probe a real app would: on kind the test app's
+// flotilla-fail image answers /readyz with 503, so its pods never become
+// Ready (the testbed's kwok stages ignore probes and decide by the image
+// name, with the same outcome).
 func progressiveApp(in SpecInput, replicas int32, placement flotillav1.Placement, p flotillav1.ProgressiveRollout) *flotillav1.MyApp {
 	app := newMyApp(in, "web", replicas, placement)
+	app.Spec.Template = &flotillav1.PodTemplate{Spec: &corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "web",
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}},
+			PeriodSeconds: 1, FailureThreshold: 1,
+		},
+	}}}}
 	app.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &p}
 	return app
 }

@@ -106,6 +106,20 @@ var checks = map[string]func(t *testing.T, objs map[string]*unstructured.Unstruc
 		mustHave(t, objs, "ClusterRole/flotilla-hub", "Role/flotilla-system/flotilla-hub", "ClusterRole/flotilla-metrics-reader",
 			"ValidatingAdmissionPolicy/flotilla-works-hub-only", "PodDisruptionBudget/flotilla-system/flotilla-hub")
 		mustNotHave(t, objs, "Certificate/flotilla-system/flotilla-hub", "ServiceMonitor/flotilla-system/flotilla-hub")
+		// The hub owns caBundle; a value from the chart would make helm 4's
+		// server-side upgrade conflict with it.
+		for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+			wc := objs[kind+"/flotilla-hub"]
+			if wc == nil {
+				t.Fatalf("no %s/flotilla-hub", kind)
+			}
+			hooks, _, _ := unstructured.NestedSlice(wc.Object, "webhooks")
+			for _, h := range hooks {
+				if _, has, _ := unstructured.NestedFieldNoCopy(h.(map[string]any), "clientConfig", "caBundle"); has {
+					t.Errorf("%s/flotilla-hub sets clientConfig.caBundle; the hub keeps it", kind)
+				}
+			}
+		}
 	},
 	"hub-cert-manager": func(t *testing.T, objs map[string]*unstructured.Unstructured) {
 		mustHave(t, objs, "Issuer/flotilla-system/flotilla-hub-selfsigned", "Certificate/flotilla-system/flotilla-hub-ca",
@@ -178,6 +192,11 @@ var checks = map[string]func(t *testing.T, objs map[string]*unstructured.Unstruc
 			if data[k] != v {
 				t.Errorf("bootstrap Secret %s = %q, want %q", k, data[k], v)
 			}
+		}
+		// Used once: a pre-install hook, so helm upgrade never creates it
+		// again (the agent would join anew) and --wait never waits for it.
+		if hook := s.GetAnnotations()["helm.sh/hook"]; hook != "pre-install" {
+			t.Errorf("bootstrap Secret's helm.sh/hook = %q, want pre-install", hook)
 		}
 	},
 	"agent-provided": func(t *testing.T, objs map[string]*unstructured.Unstructured) {

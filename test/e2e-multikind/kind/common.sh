@@ -3,8 +3,8 @@
 #
 # Every setting can be overridden from the environment:
 #   MEMBERS         number of member clusters (default 3)
-#   ARTIFACTS       where kubeconfigs, certificates, kind configs and the
-#                   generated overlays go (default test/e2e-multikind/artifacts/kind,
+#   ARTIFACTS       where kubeconfigs, the join values, kind configs and
+#                   logs go (default test/e2e-multikind/artifacts/kind,
 #                   which git ignores)
 #   IMAGE_TAG       tag of the hub and agent images built and loaded (default e2e)
 #   SKIP_BUILD      1: don't build the images, load the ones already tagged
@@ -88,37 +88,4 @@ member_provider() { printf '%s\n' "${PROVIDERS[$((($1 - 1) % ${#PROVIDERS[@]}))]
 # pipefail never sees kind die of SIGPIPE.)
 kind_cluster_exists() {
 	"$KIND" get clusters 2>/dev/null | grep -x -- "$1" >/dev/null
-}
-
-# sha256 prints the SHA-256 of its standard input (Linux or macOS).
-sha256() {
-	if command -v sha256sum >/dev/null 2>&1; then
-		sha256sum | cut -d' ' -f1
-	else
-		shasum -a 256 | cut -d' ' -f1
-	fi
-}
-
-# relpath FROM TO prints the path of directory TO relative to directory FROM
-# (both must exist). kustomize refuses absolute paths in resources, and
-# `realpath --relative-to` isn't on every system.
-relpath() {
-	local from to common up="" rest
-	from=$(cd "$1" && pwd -P) || return 1
-	to=$(cd "$2" && pwd -P) || return 1
-	common=$from
-	while [[ $common != / && $to != "$common" && ${to#"$common"/} == "$to" ]]; do
-		common=$(dirname "$common")
-		up="../$up"
-	done
-	if [[ $to == "$common" ]]; then
-		rest=""
-	elif [[ $common == / ]]; then
-		rest=${to#/}
-	else
-		rest=${to#"$common"/}
-	fi
-	rest="$up$rest"
-	rest=${rest%/}
-	printf '%s\n' "${rest:-.}"
 }

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # down.sh deletes the kind clusters up.sh created: flotilla-hub and every
 # flotilla-member-N (whatever MEMBERS was). The artifacts (kubeconfigs,
-# certificates, generated overlays) stay, so a later up.sh reuses the CA;
-# PURGE=1 removes them as well.
+# the join values, logs) stay; PURGE=1 removes them as well.
 #
 #   test/e2e-multikind/kind/down.sh
 #   PURGE=1 test/e2e-multikind/kind/down.sh

@@ -13,6 +13,10 @@
 #                                          exit 1 two seconds after start
 #   registry.example.com/team/proxy:3.1   serve on :9090 (a sidecar)
 set -Eeuo pipefail
+# Whatever the caller's umask (up.sh keeps its artifacts private), what goes
+# into an image is readable and its binaries executable by the image's
+# non-root user: a 0700 / in an image is "exec: permission denied".
+umask 022
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 

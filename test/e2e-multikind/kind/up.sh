@@ -130,6 +130,12 @@ for ((i = 1; i <= MEMBERS; i++)); do
 	"$KIND" load docker-image "$AGENT_IMAGE" "${TESTAPP_IMAGES[@]}" --name "$(member_cluster "$i")"
 done
 
+# image_id IMAGE prints the short ID of a local image. The charts put it in
+# a pod annotation, so that a rerun with a rebuilt image under the same tag
+# rolls the pods (helm sees a changed template) instead of leaving the old
+# ones running.
+image_id() { docker image inspect -f '{{.Id}}' "$1" | cut -d: -f2 | cut -c1-12; }
+
 # --- hub ------------------------------------------------------------------------
 # Agents reach the hub at its node's IP on kind's docker network, through
 # the NodePort of the hub's sync Service; the hub's self-managed serving
@@ -145,6 +151,7 @@ log "installing the hub (chart deploy/charts/flotilla-hub); agents will dial it 
 	--set image.tag="$IMAGE_TAG" \
 	--set service.type=NodePort --set service.nodePort="$HUB_NODE_PORT" \
 	--set "certificates.servingHosts={$HUB_IP}" \
+	--set-string "podAnnotations.flotilla\\.dev/image-id=$(image_id "$HUB_IMAGE")" \
 	--wait --timeout "$WAIT_TIMEOUT"
 
 # --- members --------------------------------------------------------------------
@@ -168,6 +175,7 @@ for ((i = 1; i <= MEMBERS; i++)); do
 		--set certificates.join.region="$(member_region "$i")" \
 		--set certificates.join.zone="$(member_zone "$i")" \
 		--set certificates.join.provider="$(member_provider "$i")" \
+		--set-string "podAnnotations.flotilla\\.dev/image-id=$(image_id "$AGENT_IMAGE")" \
 		--wait --timeout "$WAIT_TIMEOUT"
 done
 
