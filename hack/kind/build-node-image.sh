@@ -262,4 +262,8 @@ LABEL dev.flotilla.kind-node.kubernetes="$k8s_version" dev.flotilla.kind-node.de
 EOF
 DOCKER_BUILDKIT=0 docker build -q -t "$image" "$work" >/dev/null
 echo "$image" >"$bin/kind-node-image"
+# Earlier builds of this Kubernetes version (other hashes) are stale: each
+# is over a GiB, so they go. Other versions stay.
+docker images --format '{{.Repository}}:{{.Tag}}' |
+	grep -E "^$repo:$k8s_version-[0-9a-f]{12}$" | grep -vxF "$image" | xargs -r docker rmi >/dev/null 2>&1 || true
 log "built $image in $((SECONDS - start)) s ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MiB", $1/1048576}'))"

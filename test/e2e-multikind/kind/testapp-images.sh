@@ -12,6 +12,8 @@
 #   registry.example.com/team/web:flotilla-crashloop
 #                                          exit 1 two seconds after start
 #   registry.example.com/team/proxy:3.1   serve on :9090 (a sidecar)
+#
+# Every image also has /bin/true and /bin/check (testapp's main.go).
 set -Eeuo pipefail
 # Whatever the caller's umask (up.sh keeps its artifacts private), what goes
 # into an image is readable and its binaries executable by the image's
@@ -26,8 +28,12 @@ mkdir -p "$work/root/tmp"
 chmod 1777 "$work/root/tmp"
 (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/root/testapp" ./test/e2e-multikind/testapp)
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/:/sbin/nologin\n' >"$work/root/etc-passwd"
-mkdir -p "$work/root/etc"
+mkdir -p "$work/root/etc" "$work/root/bin"
 mv "$work/root/etc-passwd" "$work/root/etc/passwd"
+# The commands the specs' pod templates run (an init container's /bin/true,
+# an exec probe's /bin/check): the same binary, by another name.
+ln "$work/root/testapp" "$work/root/bin/true"
+ln "$work/root/testapp" "$work/root/bin/check"
 tar -C "$work/root" -cf "$work/testapp.tar" .
 
 for image in "${TESTAPP_IMAGES[@]}"; do

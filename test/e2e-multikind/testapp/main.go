@@ -15,6 +15,15 @@
 // Arguments it does not know (those the specs give the containers, such as
 // a sidecar's --upstream) are logged and ignored. POST /fail and POST /heal
 // switch readiness at run time.
+//
+// The images have no shell and no coreutils, so the binary also answers to
+// the two commands the specs' pod templates run, by the name it is called
+// with (testapp-images.sh links them):
+//
+//	/bin/true            exit 0 (an init container that has nothing to do)
+//	/bin/check --ready   exit 0 when the app in this container answers
+//	                     GET http://127.0.0.1:8080/readyz with 200 (an exec
+//	                     readiness probe), else 1
 package main
 
 import (
@@ -24,6 +33,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +41,12 @@ import (
 )
 
 func main() {
+	switch filepath.Base(os.Args[0]) {
+	case "true":
+		os.Exit(0)
+	case "check":
+		os.Exit(check("http://127.0.0.1:8080/readyz"))
+	}
 	mode, listen, crashAfter := "serve", ":8080", 2*time.Second
 	for _, a := range os.Args[1:] {
 		name, value, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -99,4 +115,22 @@ func main() {
 	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 		log.Fatal(err)
 	}
+}
+
+// check is /bin/check: 0 when url answers 200 within two seconds, else 1
+// with the reason on stderr (which the kubelet records in the probe's
+// event).
+func check(url string) int {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "check:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "check: %s answered %s\n", url, resp.Status)
+		return 1
+	}
+	return 0
 }
