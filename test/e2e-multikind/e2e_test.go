@@ -142,6 +142,7 @@ func TestFailback(t *testing.T) {
 	in := input(t, "failback")
 	FailbackSpec(t, in, pushMemberOr(in, in.Members[1]))
 }
+
 // TestPartition cuts the last member off the network (kind only).
 func TestPartition(t *testing.T) {
 	in := input(t, "partition")

@@ -50,9 +50,11 @@ type kindMember struct {
 	cluster string
 	cfg     *rest.Config
 	c       client.Client
-	// partitionedIP is the node's address on kind's network while
+	// partitionedIP is the node's address on its docker network while
 	// PartitionMember has it cut off; empty otherwise.
 	partitionedIP string
+	// partitionedNet is the docker network it was cut off from.
+	partitionedNet string
 }
 
 var _ ClusterProvider = &kindProvider{}
@@ -213,38 +215,56 @@ func waitReadyz(ctx context.Context, name string, cfg *rest.Config) error {
 
 var _ Partitioner = &kindProvider{}
 
-// kindNetwork is the docker network kind puts every node on
-// (KIND_EXPERIMENTAL_DOCKER_NETWORK when set).
-func kindNetwork() string {
+// nodeNetwork names the docker network node is on: the one
+// KIND_EXPERIMENTAL_DOCKER_NETWORK names (kind/up.sh sets it, to
+// flotilla-kind by default), else the node's only network.
+func nodeNetwork(ctx context.Context, node string) (string, error) {
 	if n := os.Getenv("KIND_EXPERIMENTAL_DOCKER_NETWORK"); n != "" {
-		return n
+		return n, nil
 	}
-	return "kind"
+	out, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}", node).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("docker inspect %s: %w: %s", node, err, out)
+	}
+	nets := strings.Fields(string(out))
+	if len(nets) != 1 {
+		return "", fmt.Errorf("%s is on docker networks %v; set KIND_EXPERIMENTAL_DOCKER_NETWORK to the one kind put it on", node, nets)
+	}
+	return nets[0], nil
 }
 
-// PartitionMember disconnects the member's node from kind's network after
-// noting its address there, so that HealMember gives the same one back
-// (the node's apiserver certificate and kubelet name it).
+// PartitionMember disconnects the member's node from its docker network
+// after noting its address there, so that HealMember gives the same one
+// back (the node's apiserver certificate and kubelet name it).
 func (p *kindProvider) PartitionMember(ctx context.Context, name string) error {
 	m, err := p.member(name)
 	if err != nil {
 		return err
 	}
 	node := m.cluster + "-control-plane"
-	out, err := exec.CommandContext(ctx, "docker", "inspect", "-f", fmt.Sprintf("{{with index .NetworkSettings.Networks %q}}{{.IPAddress}}{{end}}", kindNetwork()), node).CombinedOutput()
+	network, err := nodeNetwork(ctx, node)
+	if err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "docker", "inspect", "-f", fmt.Sprintf("{{with index .NetworkSettings.Networks %q}}{{.IPAddress}}{{end}}", network), node).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("docker inspect %s: %w: %s", node, err, out)
 	}
 	ip := strings.TrimSpace(string(out))
 	if ip == "" {
-		return fmt.Errorf("%s has no address on docker network %s (partitioned already?)", node, kindNetwork())
+		return fmt.Errorf("%s has no address on docker network %s (partitioned already?)", node, network)
 	}
-	m.partitionedIP = ip
-	return docker(ctx, "network", "disconnect", kindNetwork(), node)
+	if err := docker(ctx, "network", "disconnect", network, node); err != nil {
+		return err
+	}
+	m.partitionedIP, m.partitionedNet = ip, network
+	return nil
 }
 
-// HealMember connects the node to kind's network again at the address it
-// had and waits for its apiserver.
+// HealMember connects the node to its network again at the address it
+// had and waits for its apiserver. (Docker takes --ip only on networks
+// with a subnet of their own, which is why kind/up.sh creates the nodes'
+// network itself.)
 func (p *kindProvider) HealMember(ctx context.Context, name string) error {
 	m, err := p.member(name)
 	if err != nil {
@@ -253,10 +273,10 @@ func (p *kindProvider) HealMember(ctx context.Context, name string) error {
 	if m.partitionedIP == "" {
 		return fmt.Errorf("member %s is not partitioned", name)
 	}
-	if err := docker(ctx, "network", "connect", "--ip", m.partitionedIP, kindNetwork(), m.cluster+"-control-plane"); err != nil {
+	if err := docker(ctx, "network", "connect", "--ip", m.partitionedIP, m.partitionedNet, m.cluster+"-control-plane"); err != nil {
 		return err
 	}
-	m.partitionedIP = ""
+	m.partitionedIP, m.partitionedNet = "", ""
 	return waitReadyz(ctx, name, m.cfg)
 }
 

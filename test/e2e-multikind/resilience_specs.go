@@ -644,7 +644,11 @@ func stopMember(t *testing.T, in SpecInput, name string) (restart func()) {
 // places 3 replicas in each of the others, their Deployments run them, the
 // lost member's Work is purged once they are available, and the MyApp is
 // Ready on the others alone.
-func failedOver(t *testing.T, in SpecInput, lost string, others []string) {
+//
+// since is when lost was stopped or cut off: the log says how long after
+// it its replicas ran Ready elsewhere (the failover time; make bench
+// measures it, this only reports it).
+func failedOver(t *testing.T, in SpecInput, lost string, others []string, since time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	eventually(t, lost+" not Ready and tainted unreachable on the hub", convergeTimeout, func() error {
@@ -684,6 +688,7 @@ func failedOver(t *testing.T, in SpecInput, lost string, others []string) {
 	moved := each(others, 3)
 	eventually(t, lost+"'s replicas placed on "+strings.Join(others, " and "), convergeTimeout, placementIs(in, "web", moved))
 	eventually(t, "3 ready replicas in each of "+strings.Join(others, " and "), convergeTimeout, deploymentsIn(in, others, "web", want(moved)))
+	t.Logf("%s's replicas Ready on %s %s after it was lost", lost, strings.Join(others, " and "), time.Since(since).Round(100*time.Millisecond))
 	eventually(t, lost+"'s Work purged once the replacements are available", convergeTimeout, worksOnlyIn(in, "web", others...))
 	eventually(t, "MyApp web Ready on "+strings.Join(others, " and ")+" with "+lost+" listed as Lost", convergeTimeout, appReady(in, "web", moved, lost))
 }
@@ -719,8 +724,9 @@ func FailoverSpec(t *testing.T, in SpecInput, lost string) {
 	}
 	delete(works, lost)
 
+	lostAt := time.Now()
 	restart := stopMember(t, in, lost)
-	failedOver(t, in, lost, others)
+	failedOver(t, in, lost, others, lostAt)
 	checkKept(t, in, deps, works, others)
 
 	restart()
@@ -774,8 +780,9 @@ func FailbackSpec(t *testing.T, in SpecInput, lost string) {
 	}
 	delete(works, lost)
 
+	lostAt := time.Now()
 	restart := stopMember(t, in, lost)
-	failedOver(t, in, lost, others)
+	failedOver(t, in, lost, others, lostAt)
 
 	rec := recordPlacements(t, in, "web")
 	restart()
@@ -936,6 +943,7 @@ func PartitionSpec(t *testing.T, in SpecInput, cut string) {
 		t.Fatalf("no Deployment web in %s before the partition, read from inside: %v", cut, before)
 	}
 
+	cutAt := time.Now()
 	if err := p.PartitionMember(ctx, cut); err != nil {
 		t.Fatalf("partitioning %s: %v", cut, err)
 	}
@@ -957,7 +965,7 @@ func PartitionSpec(t *testing.T, in SpecInput, cut string) {
 		heal()
 	})
 
-	failedOver(t, in, cut, others)
+	failedOver(t, in, cut, others, cutAt)
 	unchanged := func() error {
 		now, err := p.DeploymentUIDsInside(ctx, cut, in.Namespace)
 		if err != nil {

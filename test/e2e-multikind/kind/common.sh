@@ -14,7 +14,10 @@
 #   KIND, KUBECTL, HELM  the commands (default: bin/kind, bin/kubectl,
 #                   bin/helm when present, else from PATH)
 #   WAIT_TIMEOUT    how long to wait for rollouts and Ready members (default 300s)
-#   KIND_EXPERIMENTAL_DOCKER_NETWORK  kind's docker network (default kind)
+#   KIND_EXPERIMENTAL_DOCKER_NETWORK  the docker network of the nodes
+#                   (default flotilla-kind, which up.sh creates with a
+#                   subnet of its own so that a cut-off node can be
+#                   reconnected at its old address; down.sh removes it)
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd -P)
 KIND_DIR=$ROOT/test/e2e-multikind/kind
@@ -26,7 +29,9 @@ SKIP_BUILD=${SKIP_BUILD:-0}
 KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-$(cat "$ROOT/bin/kind-node-image" 2>/dev/null || true)}
 HUB_NODE_PORT=${HUB_NODE_PORT:-30443}
 WAIT_TIMEOUT=${WAIT_TIMEOUT:-300s}
-KIND_NETWORK=${KIND_EXPERIMENTAL_DOCKER_NETWORK:-kind}
+KIND_NETWORK=${KIND_EXPERIMENTAL_DOCKER_NETWORK:-flotilla-kind}
+# kind reads the network from here.
+export KIND_EXPERIMENTAL_DOCKER_NETWORK=$KIND_NETWORK
 
 # bin_or_path NAME prints bin/NAME when it is there, else NAME.
 bin_or_path() {

@@ -28,6 +28,17 @@ else
 	done
 fi
 
+# The nodes' network, when up.sh made it (its label) and no container is
+# left on it.
+if [[ $(docker network inspect -f '{{index .Labels "dev.flotilla.kind-network"}}' "$KIND_NETWORK" 2>/dev/null) == 1 ]]; then
+	if [[ -z $(docker network inspect -f '{{range .Containers}}{{.Name}} {{end}}' "$KIND_NETWORK") ]]; then
+		log "removing docker network $KIND_NETWORK"
+		docker network rm "$KIND_NETWORK" >/dev/null
+	else
+		log "docker network $KIND_NETWORK still has containers; left as it is"
+	fi
+fi
+
 if [[ ${PURGE:-0} == 1 ]]; then
 	log "removing $ARTIFACTS"
 	rm -rf -- "$ARTIFACTS"

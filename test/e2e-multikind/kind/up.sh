@@ -53,6 +53,35 @@ else
 	log "node image: kind's default (needs a registry; make kind-image builds one offline)"
 fi
 
+# --- network ------------------------------------------------------------------
+# The nodes' docker network, made here rather than by kind: kind lets Docker
+# pick its IPv4 subnet, and Docker then refuses `docker network connect
+# --ip`, which the partition spec needs to put a cut-off node back at the
+# address its certificates and kubelet name. Options as kind's own (masquerade,
+# the default bridge's MTU); IPv4 only, as the node image is.
+ensure_network() {
+	if docker network inspect "$KIND_NETWORK" >/dev/null 2>&1; then
+		return
+	fi
+	local taken mtu prefix
+	taken=$( {
+		docker network ls -q | xargs -r docker network inspect -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}'
+		ip -4 route 2>/dev/null | awk '{print $1}'
+	} | tr ' ' '\n' | grep -E '^[0-9]' | cut -d. -f1-2 | sort -u)
+	for prefix in 172.28 172.29 172.30 172.31 10.213 10.214; do
+		grep -qxF "$prefix" <<<"$taken" || break
+		prefix=
+	done
+	[[ -n $prefix ]] || die "no free /16 for docker network $KIND_NETWORK (tried 172.28-31.0.0, 10.213-214.0.0); create it yourself with a --subnet, or set KIND_EXPERIMENTAL_DOCKER_NETWORK to one that has one"
+	mtu=$(docker network inspect bridge -f '{{index .Options "com.docker.network.driver.mtu"}}' 2>/dev/null || true)
+	log "creating docker network $KIND_NETWORK ($prefix.0.0/16${mtu:+, mtu $mtu})"
+	docker network create -d bridge --subnet "$prefix.0.0/16" --gateway "$prefix.0.1" \
+		-o com.docker.network.bridge.enable_ip_masquerade=true \
+		${mtu:+-o "com.docker.network.driver.mtu=$mtu"} \
+		--label dev.flotilla.kind-network=1 "$KIND_NETWORK" >/dev/null
+}
+ensure_network
+
 # --- clusters -----------------------------------------------------------------
 # create_cluster NAME CONFIG KUBECONFIG creates kind cluster NAME unless it
 # exists, and writes its kubeconfig (the API server on 127.0.0.1) to

@@ -25,6 +25,8 @@
 // holds: the hub assumes it is the one cut off and taints none of them
 // (Ready Unknown, reason PartitionBrake), and reports it in ConfigMap
 // flotilla-hub-status, an event and flotilla_partition_brake_active.
+// When it releases, the members it held get a new grace period from the
+// release, since a healing partition brings them back over seconds.
 // Otherwise at most a few members are tainted per interval (default 1 per
 // 30s); the others wait, Ready Unknown with reason EvictionRateLimited.
 // fleet_health.go reads every member live for that decision, under one

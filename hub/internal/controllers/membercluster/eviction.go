@@ -52,6 +52,9 @@ type memberSilence struct {
 const (
 	holdBrake     = "brake"
 	holdRateLimit = "rateLimit"
+	// holdBrakeReleased: the brake held it and released less than a grace
+	// period ago; its grace restarted then (decideTaint).
+	holdBrakeReleased = "brakeReleased"
 )
 
 // evictionDecision is decideEvictions' answer.
@@ -232,6 +235,8 @@ func heldMessage(why string, d evictionDecision, p evictionPolicy) string {
 	case holdBrake:
 		return fmt.Sprintf("not tainted unreachable: the partition brake holds (%d of %d members fell silent within one grace period, more than %.0f%%), so this hub assumes it is the one cut off and evicts nothing; see ConfigMap %s",
 			d.counted, d.population, p.brakeThreshold*100, flotillav1.HubStatusConfigMapName)
+	case holdBrakeReleased:
+		return fmt.Sprintf("not tainted unreachable yet: the partition brake held it and released; its grace period (%s) restarted then, while the partition heals", p.grace)
 	case holdRateLimit:
 		return fmt.Sprintf("not tainted unreachable yet: waiting for the eviction rate limit (at most %d cluster(s) per %s; next at %s)",
 			p.rateLimit, p.rateInterval, d.nextSlot.UTC().Format(time.RFC3339))

@@ -92,6 +92,12 @@ type fleetState struct {
 	reported string
 	// sinceOnce sets the Reconciler's since at its first reconcile.
 	sinceOnce sync.Once
+	// heldByBrake names the members the brake held at the last decision.
+	heldByBrake map[string]bool
+	// graceFrom restarts the grace period of the members the brake held
+	// when it released: their silence counts from the release, not from
+	// their last heartbeat (see decideTaint).
+	graceFrom map[string]time.Time
 }
 
 // leaderSince is when this process started reconciling: the controller
@@ -124,7 +130,7 @@ func (r *Reconciler) decideTaint(ctx context.Context, mc *flotillav1.MemberClust
 	has := unreachableTaintTime(mc.Spec.Taints) != nil
 	r.fleet.mu.Lock()
 	defer r.fleet.mu.Unlock()
-	if !h.lost && !has && r.fleet.decided && !r.fleet.brake {
+	if !h.lost && !has && r.fleet.decided && !r.fleet.brake && len(r.fleet.graceFrom) == 0 {
 		return taintDecision{}, nil
 	}
 	reader := r.APIReader
@@ -154,8 +160,41 @@ func (r *Reconciler) decideTaint(ctx context.Context, mc *flotillav1.MemberClust
 		members = append(members, memberSilence{name: m.Name, silentSince: ref, taintedAt: unreachableTaintTime(m.Spec.Taints)})
 	}
 	p := r.Evictions.policy(r.Grace)
-	d := decideEvictions(members, now, p)
+	d := decideEvictions(r.restartedGrace(members), now, p)
+	if r.fleet.brake && !d.brake && len(r.fleet.heldByBrake) > 0 {
+		// The brake just released. A partition heals over seconds, not at
+		// once: the first members back release it while the others are
+		// still reconnecting, and those, silent since long before, would
+		// be tainted (and their replicas evicted) just before they return.
+		// As the node lifecycle controller resets its timers when a zone
+		// leaves full disruption, every member the brake held gets a new
+		// grace period from now; one that stays silent through it is lost
+		// then, under the rate limit as ever.
+		if r.fleet.graceFrom == nil {
+			r.fleet.graceFrom = map[string]time.Time{}
+		}
+		for name := range r.fleet.heldByBrake {
+			r.fleet.graceFrom[name] = now
+		}
+		d = decideEvictions(r.restartedGrace(members), now, p)
+		// Decide again once the restarted grace periods run out (a
+		// healthy member's reconcile decides fleet-wide while any runs).
+		soonestAfter(&d.recheckAfter, p.grace+time.Second)
+	}
+	// A member in its restarted grace period is past its own (lost) but
+	// neither tainted nor held otherwise: say why.
+	for name := range r.fleet.graceFrom {
+		if _, held := d.held[name]; lost[name] && !d.taint[name] && !held {
+			d.held[name] = holdBrakeReleased
+		}
+	}
 	r.fleet.decided, r.fleet.brake = true, d.brake
+	r.fleet.heldByBrake = map[string]bool{}
+	for name, why := range d.held {
+		if why == holdBrake {
+			r.fleet.heldByBrake[name] = true
+		}
+	}
 	r.reportBrake(ctx, d, p)
 
 	// Wake the members whose taint or Ready reason this decision changes.
@@ -187,10 +226,35 @@ func (r *Reconciler) decideTaint(ctx context.Context, mc *flotillav1.MemberClust
 	return out, nil
 }
 
+// restartedGrace counts the silence of the members whose grace period
+// restarted when the brake released from that moment, when it is later
+// than their last heartbeat, and forgets the restarts of members heard
+// since.
+func (r *Reconciler) restartedGrace(members []memberSilence) []memberSilence {
+	for i := range members {
+		from, ok := r.fleet.graceFrom[members[i].name]
+		switch {
+		case !ok:
+		case members[i].silentSince.IsZero() || members[i].silentSince.After(from):
+			delete(r.fleet.graceFrom, members[i].name)
+		default:
+			members[i].silentSince = from
+		}
+	}
+	return members
+}
+
+// soonestAfter lowers *recheck to d when it is 0 or later.
+func soonestAfter(recheck *time.Duration, d time.Duration) {
+	if *recheck == 0 || d < *recheck {
+		*recheck = d
+	}
+}
+
 // heldReason is the Ready reason of a member past the grace period.
 func heldReason(why string) string {
 	switch why {
-	case holdBrake:
+	case holdBrake, holdBrakeReleased:
 		return flotillav1.ReasonPartitionBrake
 	case holdRateLimit:
 		return flotillav1.ReasonEvictionRateLimited
@@ -246,6 +310,9 @@ func (r *Reconciler) reportBrake(ctx context.Context, d evictionDecision, p evic
 	partitionBrakeActive.Set(boolGauge(d.brake))
 	counts := map[string]float64{holdBrake: 0, holdRateLimit: 0}
 	for _, why := range d.held {
+		if why == holdBrakeReleased {
+			why = holdBrake
+		}
 		counts[why]++
 	}
 	for k, v := range counts {

@@ -263,7 +263,10 @@ func consistentlyErr(t *testing.T, what string, d time.Duration, check func() er
 // silent at once. The hub marks them Ready Unknown (PartitionBrake) and
 // taints neither, and reports the brake in its status ConfigMap, with an
 // event and the gauge. When one of them heartbeats again only 1 of 3 is
-// silent: the brake releases and that one is tainted.
+// silent: the brake releases, and the other, held until then, gets a new
+// grace period from the release (a healing partition brings members back
+// over seconds, not at once): it is tainted one grace period later, not at
+// the release.
 func TestPartitionBrakeHoldsWhenMostMembersFallSilent(t *testing.T) {
 	env := startHealthEnv(t, EvictionOptions{}, "brake-1", "brake-2", "brake-3")
 	env.silence("brake-2", "brake-3")
@@ -301,14 +304,8 @@ func TestPartitionBrakeHoldsWhenMostMembersFallSilent(t *testing.T) {
 		t.Error(err)
 	}
 
+	released := time.Now()
 	env.resume("brake-2")
-	eventuallyErr(t, "brake-3 tainted once the brake released", func() error {
-		at, err := env.taintedAt("brake-3")
-		if err != nil || at == nil {
-			return fmt.Errorf("brake-3 not tainted (%v)", err)
-		}
-		return env.ready("brake-3", metav1.ConditionUnknown, flotillav1.ReasonHeartbeatMissed)
-	})
 	eventuallyErr(t, "the brake released in the hub status ConfigMap", func() error {
 		data, err := env.hubStatus()
 		if err != nil {
@@ -319,6 +316,23 @@ func TestPartitionBrakeHoldsWhenMostMembersFallSilent(t *testing.T) {
 		}
 		return nil
 	})
+	if at, err := env.taintedAt("brake-3"); err != nil || at != nil {
+		t.Fatalf("brake-3 tainted at %v (%v) as the brake released; its grace period should have restarted", at, err)
+	}
+	if err := env.ready("brake-3", metav1.ConditionUnknown, flotillav1.ReasonPartitionBrake); err != nil {
+		t.Errorf("brake-3 during its restarted grace period: %v", err)
+	}
+	eventuallyErr(t, "brake-3 tainted once its restarted grace period ran out", func() error {
+		at, err := env.taintedAt("brake-3")
+		if err != nil || at == nil {
+			return fmt.Errorf("brake-3 not tainted (%v)", err)
+		}
+		return env.ready("brake-3", metav1.ConditionUnknown, flotillav1.ReasonHeartbeatMissed)
+	})
+	// TimeAdded is whole seconds: allow for the truncation.
+	if at, _ := env.taintedAt("brake-3"); at.Before(released.Add(testGrace - time.Second)) {
+		t.Errorf("brake-3 tainted at %s, less than the grace period (%s) after the brake released at %s", at, testGrace, released)
+	}
 	eventuallyErr(t, "flotilla_partition_brake_active 0", func() error {
 		if v := gaugeValue(partitionBrakeActive); v != 0 {
 			return fmt.Errorf("flotilla_partition_brake_active = %v", v)
