@@ -159,6 +159,20 @@ bench: prometheus-bin ## Benchmarks: scheduler and sync fan-out (go test -bench)
 	$(GO) test -run '^$$' -bench BenchmarkFanout -benchtime 5x -benchmem ./pkg/sync/
 	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -zero-runs $(BENCH_ZERO_RUNS) -shift-runs $(BENCH_SHIFT_RUNS) -out _output/bench.md
 	$(GO) run ./test/bench/rollout -runs 5 -min-success 2s
+	$(MAKE) scale SIZE=reduced
+
+# The scale harness's preset: reduced (200 members, 2,000 MyApps, scenarios
+# 1, 2 and 4; about 6 minutes) or full (1,000 members, 10,000 MyApps, all
+# six). SCALE_FLAGS passes more flags (go run ./test/scale -h lists them).
+SIZE ?= reduced
+SCALE_FLAGS ?=
+SCALE_RECORD = docs/scale/$(SIZE).json
+
+.PHONY: scale
+scale: testbed-bin build ## Scale harness: the real hub, SIZE=reduced|full simulated members and MyApps; figures in _output/scale-SIZE.*, compared with docs/scale/SIZE.json.
+	@mkdir -p _output
+	$(GO) run ./test/scale -size $(SIZE) -out _output/scale-$(SIZE).md -json _output/scale-$(SIZE).json -plot _output/scale-$(SIZE).png \
+		$(if $(wildcard $(SCALE_RECORD)),-compare $(SCALE_RECORD)) $(SCALE_FLAGS)
 
 ##@ Testbed
 
