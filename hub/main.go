@@ -73,6 +73,13 @@ func run() error {
 	fs.Float64Var(&opts.BootstrapRate, "bootstrap-rate", syncserver.DefaultBootstrapRate, "join requests (Register, Certificate: the RPCs that need no certificate) taken from one network address per second once --bootstrap-burst is used up; more are refused with RESOURCE_EXHAUSTED (0 means the default; a negative value turns the limit off)")
 	fs.IntVar(&opts.BootstrapBurst, "bootstrap-burst", syncserver.DefaultBootstrapBurst, "join requests taken from one network address at once before --bootstrap-rate limits them (0 means the default)")
 	fs.DurationVar(&opts.HeartbeatWriteInterval, "heartbeat-write-interval", membercluster.DefaultHeartbeatWriteInterval, "the most often a healthy member's heartbeat alone is written to its status")
+	// The hub's writes fan out in parallel; client-side throttling that
+	// is too tight serialises them again (at 100 MyApp creates a second
+	// the hub makes some 1,500 requests a second). The hub cluster's API
+	// Priority and Fairness is what protects the apiserver (docs/install.md).
+	qps := fs.Float64("kube-api-qps", 200, "the most requests per second the hub sends its apiserver, sustained (client-side throttling)")
+	burst := fs.Int("kube-api-burst", 400, "the most requests the hub sends its apiserver at once before --kube-api-qps applies")
+	fs.IntVar(&opts.MyAppWorkers, "myapp-workers", myapp.DefaultWorkers, "how many MyApps the hub reconciles at once; a reconcile mostly waits for the apiserver")
 	opts.Lease = setup.DefaultLease
 	opts.Lease.AddFlags(fs)
 	zapOpts := zap.Options{}
@@ -97,9 +104,10 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("loading the hub kubeconfig: %w", err)
 	}
-	// The hub's writes fan out in parallel; client-side throttling would
-	// serialise them again.
-	cfg.QPS, cfg.Burst = 200, 400
+	if *qps <= 0 || *burst <= 0 {
+		return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be above 0", *qps, *burst)
+	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	opts.Config = cfg
 	ctx := ctrl.SetupSignalHandler()
 	logger.Info("starting the hub", "sync", opts.SyncAddr, "webhook", opts.WebhookAddr, "leaderElection", opts.LeaderElection, "heartbeatGrace", opts.HeartbeatGrace.String())

@@ -59,6 +59,10 @@ import (
 
 // Options configure the hub.
 type Options struct {
+	// MyAppWorkers is how many MyApps the hub reconciles at once (zero:
+	// the MyApp controller's default). A reconcile mostly waits for the
+	// apiserver, so more workers than cores pay.
+	MyAppWorkers int
 	// Config is the hub apiserver's client config.
 	Config *rest.Config
 	// LeaderElection, LeaderElectionID and LeaderElectionNamespace
@@ -377,7 +381,7 @@ func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, leaderLease
 // MemberCluster health controller to mgr.
 func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reconciler, error) {
 	tracker := membercluster.NewTracker(5 * time.Second)
-	statusWriter := &syncbridge.StatusWriter{Client: mgr.GetClient(), Reader: mgr.GetCache(), MaxPendingBytes: opts.MemberStatusBufferBytes}
+	statusWriter := &syncbridge.StatusWriter{Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(), MaxPendingBytes: opts.MemberStatusBufferBytes}
 	if err := mgr.Add(statusWriter); err != nil {
 		return nil, nil, err
 	}
@@ -386,11 +390,12 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 		return nil, nil, err
 	}
 	if err := (&myapp.Reconciler{
-		Client:             mgr.GetClient(),
-		Recorder:           mgr.GetEventRecorder("flotilla-hub"),
-		WorkCleanupTimeout: opts.WorkCleanupTimeout,
-		MaxWorkBytes:       opts.MaxWorkBytes,
-		APIReader:          mgr.GetAPIReader(),
+		Client:                  mgr.GetClient(),
+		Recorder:                mgr.GetEventRecorder("flotilla-hub"),
+		WorkCleanupTimeout:      opts.WorkCleanupTimeout,
+		MaxWorkBytes:            opts.MaxWorkBytes,
+		APIReader:               mgr.GetAPIReader(),
+		MaxConcurrentReconciles: opts.MyAppWorkers,
 		RevisionKey: func(ctx context.Context) ([]byte, error) {
 			return EnsureRevisionKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
 		},

@@ -43,7 +43,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Clock is the time source (a fake one in tests).
 	Clock clock.PassiveClock
-	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
+	// MaxConcurrentReconciles bounds parallel reconciles (default
+	// DefaultWorkers).
 	MaxConcurrentReconciles int
 	// WorkCleanupTimeout bounds how long a deleted Work waits for its
 	// member's confirmation (DefaultWorkCleanupTimeout when zero).
@@ -72,6 +73,12 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = &Reconciler{}
 
+// DefaultWorkers is MaxConcurrentReconciles when zero. A reconcile spends
+// most of its time waiting for the apiserver (its Work writes, its status
+// write), so throughput grows with workers well past the core count: the
+// scale harness (docs/benchmarks.md, Scale) measured the queue wait at 4.
+const DefaultWorkers = 16
+
 // SetupWithManager registers the controller: MyApps, the Works they own
 // (mapped back by label), MemberCluster changes that matter to placement,
 // and FleetNamespacePolicy changes (the MyApps of the hub namespaces they
@@ -81,7 +88,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Clock = clock.RealClock{}
 	}
 	if r.MaxConcurrentReconciles == 0 {
-		r.MaxConcurrentReconciles = 4
+		r.MaxConcurrentReconciles = DefaultWorkers
 	}
 	if r.APIReader == nil {
 		r.APIReader = r.Client
