@@ -2,6 +2,7 @@ package syncbridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -17,7 +18,6 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
-	"github.com/flotilla-dev/flotilla/internal/ssa"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
@@ -34,6 +34,9 @@ type StatusWriter struct {
 	Client client.Client
 	// Reader reads Works (the cache).
 	Reader client.Reader
+	// APIReader reads a Work from the apiserver, not the cache, when a
+	// write was refused (see replaced); nil uses Reader.
+	APIReader client.Reader
 	// Workers is the number of parallel writers (default 8).
 	Workers int
 	// MaxPendingBytes bounds, per cluster, the reports waiting to be
@@ -218,7 +221,7 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 	return true
 }
 
-// write applies status to the Work with server-side apply. It skips the
+// write replaces the Work's status with status (see statusPatch). It skips the
 // write when status equals the last one this writer applied to the same
 // Work: the cache is not asked, because a cache that has not yet seen the
 // previous write could make a needed write look like a no-op, and nothing
@@ -247,12 +250,12 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: work.UID},
 		Status:     *desired,
 	}
-	ac, err := ssa.StatusApplyConfiguration(obj)
+	patch, err := statusPatch(work.UID, desired)
 	if err != nil {
 		return err
 	}
-	if err := w.Client.SubResource("status").Apply(ctx, ac, client.FieldOwner(flotillav1.FieldOwnerHubStatus), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && work.UID != "" {
+	if err := w.Client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(flotillav1.FieldOwnerHubStatus)); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) && w.replaced(ctx, key, work.UID) {
 			// Gone, or replaced by a Work of the same name: its agent
 			// reports on the new one.
 			w.forget(key)
@@ -267,10 +270,39 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 	return nil
 }
 
+// statusPatch is a JSON patch that replaces a Work's status with status,
+// on the condition that the Work's UID is uid: its first operation tests
+// the UID, so a Work replaced under the same name since the cache saw it
+// is not written (the apiserver refuses the patch, see uidTestFailed).
+//
+// A JSON patch, not a server-side apply: the hub is the only writer of
+// Work status, so apply's field ownership buys nothing here and costs the
+// apiserver much more CPU per write; at scale the hub cluster's apiserver
+// is what limits how fast MyApps become Ready (docs/benchmarks.md, Scale).
+func statusPatch(uid types.UID, status *flotillav1.WorkStatus) ([]byte, error) {
+	return json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": uid},
+		// add replaces the member when it exists, and creates it when not.
+		{"op": "add", "path": "/status", "value": status},
+	})
+}
+
+// replaced says whether the Work key no longer has uid, as the apiserver
+// sees it now: statusPatch's UID test fails as Invalid with no detail, the
+// same answer as a status the schema refuses, so a live read tells them
+// apart.
+func (w *StatusWriter) replaced(ctx context.Context, key client.ObjectKey, uid types.UID) bool {
+	r := w.APIReader
+	if r == nil {
+		r = w.Reader
+	}
+	live := &flotillav1.Work{}
+	err := r.Get(ctx, key, live)
+	return apierrors.IsNotFound(err) || err == nil && live.UID != uid
+}
+
 // rejected says whether err is the apiserver refusing a write for good:
-// a 4xx other than a conflict (retried: the write is an apply, and a
-// conflict with another field owner or a stale cache passes next time) or
-// throttling (429).
+// a 4xx other than a conflict or throttling (429), which pass on a retry.
 func rejected(err error) bool {
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
