@@ -443,6 +443,14 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainStreamInterceptor(s.streamAuth),
 		grpc.MaxConcurrentStreams(uint32(cfg.MaxStreamsPerConnection)),
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
+		// Memory per connected agent: an agent's connection is idle most
+		// of the time (a heartbeat every 10s), so its 32 KiB write buffer
+		// is taken from a pool for each flush and returned after, not
+		// held per connection; reads use 16 KiB (agents send small
+		// messages; a larger one takes more reads). Measured by the scale
+		// harness (docs/benchmarks.md, Scale: hub memory per agent).
+		grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(16 << 10),
 		// The Sync handler receives raw bytes and decodes them itself,
 		// so malformed input ends the stream with INVALID_ARGUMENT.
 		grpc.ForceServerCodecV2(wire.Codec{}),
