@@ -377,3 +377,10 @@ func (e *env) otherCPU() map[string]time.Duration {
 	out["harness"] = cpuOf(os.Getpid())
 	return out
 }
+
+// heapAndStacks is the hub's heap in use plus its goroutine stacks, from
+// its /metrics (0 if it does not answer).
+func (e *env) heapAndStacks() int64 {
+	m := e.hubMetrics()
+	return int64(metricSum(m, "go_memstats_heap_inuse_bytes") + metricSum(m, "go_memstats_stack_inuse_bytes"))
+}

@@ -77,6 +77,9 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "## Scale: %d members, %d MyApps (%s), %s\n\n", o.members, o.apps, o.size, r.started.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "Machine: %s. %d agent processes, ready delay %s, heartbeat %s, hub heartbeat grace %s, toleration %ds.\n",
 		machine(), o.procs, o.readyDelay, o.heartbeat, o.grace, o.toleration)
+	if len(o.hubArgs) > 0 {
+		fmt.Fprintf(&b, "Hub flags beside the defaults: `%s`.\n", strings.Join(o.hubArgs, " "))
+	}
 	if r.failed != "" {
 		fmt.Fprintf(&b, "\n**FAILED:** %s\n", r.failed)
 	}

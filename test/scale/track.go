@@ -242,3 +242,23 @@ func appReadyWithout(member string) func(client.Object) bool {
 		return true
 	}
 }
+
+// runsWithout says a MyApp's replicas are all ready outside member, which
+// is assigned none: they run elsewhere (the MyApp's Ready condition may
+// wait longer, for the lost member's Work to be purged).
+func runsWithout(member string) func(client.Object) bool {
+	return func(o client.Object) bool {
+		a := o.(*flotillav1.MyApp)
+		var ready int32
+		for _, c := range a.Status.Clusters {
+			if c.Name == member {
+				if c.Assigned > 0 {
+					return false
+				}
+				continue
+			}
+			ready += c.ReadyReplicas
+		}
+		return a.Status.DesiredReplicas > 0 && ready >= a.Status.DesiredReplicas
+	}
+}
