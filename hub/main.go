@@ -41,6 +41,7 @@ func run() error {
 	metricsSecure := fs.Bool("metrics-secure", true, "serve /metrics over HTTPS to bearer tokens the apiserver authenticates whose identity may get /metrics (ClusterRole flotilla-metrics-reader); false serves plain HTTP to anyone, for local testbeds only")
 	fs.BoolVar(&opts.KeepWebhookCABundle, "webhook-ca-bundle-sync", true, "keep the caBundle of the shipped webhook configurations (flotilla-hub) equal to the hub's CA (the hub CA, or <cert-dir>/ca.crt); the hub patches them, it never creates them (ignored with --register-webhook-url)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof profiles, plain HTTP without authentication (empty disables; e.g. 127.0.0.1:6060, then kubectl port-forward)")
 	fs.StringVar(&opts.SyncAddr, "sync-bind-address", ":9443", "address the gRPC sync server listens on for agents")
 	fs.StringVar(&opts.WebhookAddr, "webhook-bind-address", ":9444", "address of the admission webhook server (empty disables it)")
 	fs.StringVar(&opts.RegisterWebhookURL, "register-webhook-url", "", "register the webhook configurations with the hub apiserver at this base URL (for hubs run outside the hub cluster, e.g. https://127.0.0.1:9444)")

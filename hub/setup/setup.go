@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -79,6 +80,9 @@ type Options struct {
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz
 	// ("0" disables).
 	MetricsAddr, ProbeAddr string
+	// PprofAddr serves Go's /debug/pprof (empty: off). Plain HTTP with no
+	// authentication: bind it to loopback.
+	PprofAddr string
 	// InsecureMetrics serves /metrics as plain HTTP open to anyone who
 	// reaches it (--metrics-secure=false, for the local testbed). The
 	// zero value serves HTTPS and admits only bearer tokens the apiserver
@@ -353,6 +357,13 @@ func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, leaderLease
 		Metrics:                serving.MetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
 		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
 		HealthProbeBindAddress: opts.ProbeAddr,
+		// The hub caches every MyApp, MemberCluster and Work; their
+		// managedFields (a field set per writer, for a Work's manifests
+		// and status) are a large part of each and nothing in the hub
+		// reads them from the cache. Writes are patches or applies built
+		// from the hub's own objects, which carry none either.
+		Cache:            cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		PprofBindAddress: opts.PprofAddr,
 
 		// Nil unless leader election is on: then the hub's own lock,
 		// whose holder identity the push engine's deletion fence knows.

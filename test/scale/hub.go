@@ -87,7 +87,7 @@ func startEnv(ctx context.Context, o options) (*env, error) {
 	if e.ca, err = hubca.Ensure(ctx, e.c, e.c, flotillav1.SystemNamespace); err != nil {
 		return e, err
 	}
-	ports, err := testbed.FreePorts(3)
+	ports, err := testbed.FreePorts(4)
 	if err != nil {
 		return e, err
 	}
@@ -102,6 +102,7 @@ func startEnv(ctx context.Context, o options) (*env, error) {
 		"--cert-dir", "",
 		"--webhook-bind-address", "",
 		"--heartbeat-grace", o.grace.String(),
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
 	}
 	e.hubArgs = append(e.hubArgs, o.hubArgs...)
 	if e.track, err = startTracker(ctx, e.cfg); err != nil {
@@ -383,4 +384,29 @@ func (e *env) otherCPU() map[string]time.Duration {
 func (e *env) heapAndStacks() int64 {
 	m := e.hubMetrics()
 	return int64(metricSum(m, "go_memstats_heap_inuse_bytes") + metricSum(m, "go_memstats_stack_inuse_bytes"))
+}
+
+// saveHeapProfile writes the hub's heap profile to name in the run's
+// folder (go tool pprof reads it), and says where.
+func (e *env) saveHeapProfile(name string) string {
+	var addr string
+	for i, a := range e.hubArgs {
+		if a == "--pprof-bind-address" {
+			addr = e.hubArgs[i+1]
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	path := filepath.Join(e.dir, name)
+	if os.WriteFile(path, data, 0o644) != nil {
+		return ""
+	}
+	return path
 }

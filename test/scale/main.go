@@ -8,7 +8,8 @@
 // -agent-procs processes (this binary started again with -agent-shard), so
 // the hub's figures are its own.
 //
-// Scenarios (-scenarios, numbered as in docs/benchmarks.md):
+// Scenarios (-scenarios, numbered as in docs/benchmarks.md; they run in the
+// order 1, 2, 4, 6, 5, 3, and the report files are rewritten after each):
 //
 //  1. N members join at once (a connect storm with -jitter): time until
 //     every MemberCluster is Ready, hub RSS before and after, hub memory

@@ -161,16 +161,20 @@ func (r *report) compare(path string) (string, error) {
 
 // write prints the report and writes the files the options ask for.
 func (r *report) write(o options) error {
-	text := r.markdown()
-	if o.compare != "" {
-		c, err := r.compare(o.compare)
-		if err != nil {
-			text += "\n" + err.Error() + "\n"
-		} else {
-			text += c
-		}
-	}
+	text, err := r.text(o)
 	fmt.Print(text)
+	if err != nil {
+		return err
+	}
+	return r.save(o)
+}
+
+// save writes the files the options ask for.
+func (r *report) save(o options) error {
+	text, err := r.text(o)
+	if err != nil {
+		return err
+	}
 	if o.out != "" {
 		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
 			return err
@@ -191,6 +195,20 @@ func (r *report) write(o options) error {
 		}
 	}
 	return nil
+}
+
+// text is the markdown report, with the comparison when asked for.
+func (r *report) text(o options) (string, error) {
+	text := r.markdown()
+	if o.compare != "" {
+		c, err := r.compare(o.compare)
+		if err != nil {
+			text += "\n" + err.Error() + "\n"
+		} else {
+			text += c
+		}
+	}
+	return text, nil
 }
 
 func series(name string, pts [][2]float64, xs, ys float64) plot.Series {

@@ -37,13 +37,17 @@ func (s *scenarios) run(ctx context.Context) error {
 	steps := []struct {
 		n  int
 		fn func(context.Context) error
-	}{{1, s.join}, {2, s.divided}, {4, s.memberLoss}, {6, s.imageChange}, {3, s.duplicated}, {5, s.hubRestart}}
+	}{{1, s.join}, {2, s.divided}, {4, s.memberLoss}, {6, s.imageChange}, {5, s.hubRestart}, {3, s.duplicated}}
 	for _, st := range steps {
 		if !o.scenarios[st.n] {
 			continue
 		}
 		if err := st.fn(ctx); err != nil {
 			return fmt.Errorf("scenario %d: %w", st.n, err)
+		}
+		// The files so far, so a long run stopped later keeps them.
+		if err := s.r.save(o); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -168,6 +172,9 @@ func (s *scenarios) join(ctx context.Context) error {
 	last := latest(met)
 	after := s.settledRSS(ctx, 10*time.Second)
 	heapAfter := s.e.heapAndStacks()
+	if p := s.e.saveHeapProfile("hub-heap-joined.pprof"); p != "" {
+		s.logf("hub heap profile with every agent connected: %s (-keep keeps it)", p)
+	}
 	st, err := s.e.agents.stats()
 	if err != nil {
 		return err
@@ -365,6 +372,9 @@ func (s *scenarios) divided(ctx context.Context) error {
 		}
 	}
 	metricsAfter := s.e.hubMetrics()
+	if p := s.e.saveHeapProfile("hub-heap-apps.pprof"); p != "" {
+		s.logf("hub heap profile with every MyApp Ready: %s (-keep keeps it)", p)
+	}
 	rest := s.settledRSS(ctx, 10*time.Second)
 	st, err := s.e.agents.stats()
 	if err != nil {
