@@ -67,8 +67,11 @@ type Reconciler struct {
 	// rolloutSeen is where each rollout stood when last exported
 	// (types.NamespacedName -> rolloutMark), to tell when it moved.
 	rolloutSeen sync.Map
-	keyMu       sync.Mutex
-	key         []byte
+	// exported is what exportMetrics last published per MyApp
+	// (types.NamespacedName -> *exportedSeries).
+	exported sync.Map
+	keyMu    sync.Mutex
+	key      []byte
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -92,6 +95,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.APIReader == nil {
 		r.APIReader = r.Client
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &flotillav1.Work{}, workAppIndex, workAppKeys); err != nil {
+		return fmt.Errorf("indexing Works by MyApp: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &flotillav1.MyApp{}, dependencyIndex, dependencyKeys); err != nil {
 		return fmt.Errorf("indexing MyApps by dependency: %w", err)

@@ -69,10 +69,9 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 		// Not converged: the status does not claim this generation.
 		status.ObservedGeneration = s.app.Status.ObservedGeneration
 	}
-	r.exportMetrics(s.app, status.Clusters)
+	r.exportMetrics(s.app, status.Clusters, d.shift)
 	requeueAfter := d.requeueAfter
 	if d.shift != nil {
-		r.exportTraffic(s.app, d.shift)
 		if t := s.app.Spec.Traffic; t != nil && t.HTTPRoute != nil && status.Traffic != nil {
 			hr, retry := r.syncHTTPRoute(ctx, s.app, status.Traffic)
 			if !hr.Synced && (s.app.Status.Traffic == nil || s.app.Status.Traffic.HTTPRoute == nil || *s.app.Status.Traffic.HTTPRoute != *hr) {
