@@ -51,7 +51,12 @@ type clusterSet struct {
 // Works from the cache.
 func (r *Reconciler) read(ctx context.Context, app *flotillav1.MyApp) (*scope, error) {
 	var list flotillav1.MemberClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
+	// Not deep-copied: every reconcile reads every MemberCluster, and
+	// copying 1,000 of them was a quarter of the hub's CPU at scale
+	// (docs/benchmarks.md, Scale). The items share their maps and slices
+	// with the cache, so nothing in the reconcile may modify them; the
+	// scheduler and the status aggregation only read them.
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing MemberClusters: %w", err)
 	}
 	cs := clusterSet{list: list.Items, byName: make(map[string]*flotillav1.MemberCluster, len(list.Items))}
