@@ -335,6 +335,10 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	return hub, nil
 }
 
+// CacheSyncTimeout is how long the hub's controllers wait for their caches
+// to fill before the hub gives up and exits.
+const CacheSyncTimeout = 10 * time.Minute
+
 // newManager creates the hub's leader-elected manager, with the webhook
 // server when opts ask for one, serving the certificate of certs.
 func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, leaderLease leaderLease) (ctrl.Manager, error) {
@@ -351,11 +355,15 @@ func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, leaderLease
 		LeaderElectionReleaseOnCancel: true,
 		// Short leases: a dead leader is replaced within seconds, in line
 		// with failover in seconds.
-		LeaseDuration:          ptrDuration(lease.Duration),
-		RenewDeadline:          ptrDuration(lease.RenewDeadline),
-		RetryPeriod:            ptrDuration(lease.RetryPeriod),
-		Metrics:                serving.MetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
-		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
+		LeaseDuration: ptrDuration(lease.Duration),
+		RenewDeadline: ptrDuration(lease.RenewDeadline),
+		RetryPeriod:   ptrDuration(lease.RetryPeriod),
+		Metrics:       serving.MetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
+		// A leader's controllers wait for their caches; at 10,000 MyApps
+		// and 30,000 Works on a busy hub apiserver that took more than
+		// controller-runtime's 2 minutes, and the hub exited at every
+		// start (the scale harness's hub restart, docs/benchmarks.md).
+		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation, CacheSyncTimeout: CacheSyncTimeout},
 		HealthProbeBindAddress: opts.ProbeAddr,
 		// The hub caches every MyApp, MemberCluster and Work; their
 		// managedFields (a field set per writer, for a Work's manifests

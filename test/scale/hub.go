@@ -48,6 +48,10 @@ type env struct {
 	agents   *agents
 	members  []string
 	track    *tracker
+	// hubStopping is closed when the harness stops the hub itself;
+	// onDeath is told when it exits otherwise.
+	hubStopping chan struct{}
+	onDeath     func(error)
 }
 
 // memberName is the name of simulated member i (0-based).
@@ -121,14 +125,35 @@ func (e *env) metricsURL() string {
 	return ""
 }
 
-// startHub starts the hub process.
+// startHub starts the hub process. If it exits without stopHub, onDeath
+// (set by the scenarios) is called, so no wait outlives it.
 func (e *env) startHub() error {
 	p, err := testbed.StartProcess("hub", filepath.Join(e.o.flotillaBin, "hub"), e.hubArgs, nil, filepath.Join(e.dir, "logs", "hub.log"))
 	if err != nil {
 		return err
 	}
 	e.hub = p
+	stopping := make(chan struct{})
+	e.hubStopping = stopping
+	go func() {
+		select {
+		case <-p.Done():
+			if e.onDeath != nil {
+				e.onDeath(fmt.Errorf("the hub exited on its own (see %s)", filepath.Join(e.dir, "logs", "hub.log")))
+			}
+		case <-stopping:
+		}
+	}()
 	return nil
+}
+
+// stopHub stops the hub process on purpose.
+func (e *env) stopHub(grace time.Duration) error {
+	if e.hubStopping != nil {
+		close(e.hubStopping)
+		e.hubStopping = nil
+	}
+	return e.hub.Stop(grace)
 }
 
 // createMembers creates n MemberClusters (Pull, Accepted) with region,
@@ -233,7 +258,7 @@ func (e *env) stop() error {
 		e.track.stop()
 	}
 	if e.hub != nil {
-		errs = append(errs, e.hub.Stop(15*time.Second))
+		errs = append(errs, e.stopHub(15*time.Second))
 	}
 	if e.tb != nil {
 		errs = append(errs, e.tb.Stop())

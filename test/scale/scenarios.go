@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -34,6 +35,12 @@ type scenarios struct {
 
 func (s *scenarios) run(ctx context.Context) error {
 	o := s.e.o
+	// A hub that dies ends the run at once, saying so, instead of every
+	// wait running into its timeout.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.e.onDeath = func(err error) { cancel(err) }
+	defer func() { s.e.onDeath = nil }()
 	steps := []struct {
 		n  int
 		fn func(context.Context) error
@@ -43,6 +50,9 @@ func (s *scenarios) run(ctx context.Context) error {
 			continue
 		}
 		if err := st.fn(ctx); err != nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause
+			}
 			return fmt.Errorf("scenario %d: %w", st.n, err)
 		}
 		// The files so far, so a long run stopped later keeps them.
@@ -624,7 +634,7 @@ func (s *scenarios) hubRestart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.e.hub.Stop(30 * time.Second); err != nil {
+	if err := s.e.stopHub(30 * time.Second); err != nil {
 		return fmt.Errorf("stopping the hub: %w", err)
 	}
 	start := time.Now()
