@@ -154,7 +154,7 @@ BENCH_ZERO_RUNS ?= 30
 BENCH_SHIFT_RUNS ?= 20
 
 .PHONY: bench
-bench: prometheus-bin ## Benchmarks: scheduler and sync fan-out (go test -bench), then the end-to-end latency report on the testbed.
+bench: prometheus-bin ## Benchmarks: scheduler and sync fan-out (go test -bench), the end-to-end latency report on the testbed, then the reduced scale run (make scale) compared with its record.
 	$(GO) test -run '^$$' -bench BenchmarkSchedule -benchtime 300ms -benchmem ./pkg/placement/
 	$(GO) test -run '^$$' -bench BenchmarkFanout -benchtime 5x -benchmem ./pkg/sync/
 	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -zero-runs $(BENCH_ZERO_RUNS) -shift-runs $(BENCH_SHIFT_RUNS) -out _output/bench.md
