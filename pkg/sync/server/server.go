@@ -450,7 +450,7 @@ func New(cfg Config) (*Server, error) {
 		// messages; a larger one takes more reads). Measured by the scale
 		// harness (docs/benchmarks.md, Scale: hub memory per agent).
 		grpc.SharedWriteBuffer(true),
-		grpc.ReadBufferSize(16 << 10),
+		grpc.ReadBufferSize(16<<10),
 		// The Sync handler receives raw bytes and decodes them itself,
 		// so malformed input ends the stream with INVALID_ARGUMENT.
 		grpc.ForceServerCodecV2(wire.Codec{}),
