@@ -35,19 +35,20 @@ import (
 // env is a running scale environment: the testbed's hub cluster, the real
 // hub process, and the agent processes of the simulated members.
 type env struct {
-	o        options
-	dir      string
-	tb       *testbed.Testbed
-	cfg      *rest.Config
-	c        client.Client
-	cs       *kubernetes.Clientset
-	ca       *pki.KeyPair
-	syncAddr string
-	hub      *testbed.Process
-	hubArgs  []string
-	agents   *agents
-	members  []string
-	track    *tracker
+	o   options
+	dir string
+	tb  *testbed.Testbed
+	cfg *rest.Config
+	c   client.Client
+	cs  *kubernetes.Clientset
+	ca  *pki.KeyPair
+	// The hub's listening addresses (also in hubArgs).
+	syncAddr, probeAddr, metricsAddr, pprofAddr string
+	hub                                         *testbed.Process
+	hubArgs                                     []string
+	agents                                      *agents
+	members                                     []string
+	track                                       *tracker
 	// hubStopping is closed when the harness stops the hub itself;
 	// onDeath is told when it exits otherwise.
 	hubStopping chan struct{}
@@ -96,17 +97,20 @@ func startEnv(ctx context.Context, o options) (*env, error) {
 		return e, err
 	}
 	e.syncAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	e.probeAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[2])
+	e.pprofAddr = fmt.Sprintf("127.0.0.1:%d", ports[3])
 	e.hubArgs = []string{
 		"--kubeconfig", tb.Hub.Kubeconfig,
 		"--leader-elect=true",
 		"--leader-election-namespace", flotillav1.SystemNamespace,
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]), "--metrics-secure=false",
+		"--health-probe-bind-address", e.probeAddr,
+		"--metrics-bind-address", e.metricsAddr, "--metrics-secure=false",
 		"--sync-bind-address", e.syncAddr,
 		"--cert-dir", "",
 		"--webhook-bind-address", "",
 		"--heartbeat-grace", o.grace.String(),
-		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
+		"--pprof-bind-address", e.pprofAddr,
 	}
 	e.hubArgs = append(e.hubArgs, o.hubArgs...)
 	if e.track, err = startTracker(ctx, e.cfg); err != nil {
@@ -116,14 +120,7 @@ func startEnv(ctx context.Context, o options) (*env, error) {
 }
 
 // metricsURL is the hub's plain-HTTP /metrics.
-func (e *env) metricsURL() string {
-	for i, a := range e.hubArgs {
-		if a == "--metrics-bind-address" {
-			return "http://" + e.hubArgs[i+1] + "/metrics"
-		}
-	}
-	return ""
-}
+func (e *env) metricsURL() string { return "http://" + e.metricsAddr + "/metrics" }
 
 // startHub starts the hub process. If it exits without stopHub, onDeath
 // (set by the scenarios) is called, so no wait outlives it.
@@ -414,13 +411,7 @@ func (e *env) heapAndStacks() int64 {
 // saveHeapProfile writes the hub's heap profile to name in the run's
 // folder (go tool pprof reads it), and says where.
 func (e *env) saveHeapProfile(name string) string {
-	var addr string
-	for i, a := range e.hubArgs {
-		if a == "--pprof-bind-address" {
-			addr = e.hubArgs[i+1]
-		}
-	}
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	resp, err := http.Get("http://" + e.pprofAddr + "/debug/pprof/heap")
 	if err != nil {
 		return ""
 	}

@@ -166,7 +166,7 @@ func (r *report) write(o options) error {
 	if err != nil {
 		return err
 	}
-	return r.save(o)
+	return r.saveText(o, text)
 }
 
 // save writes the files the options ask for.
@@ -175,6 +175,11 @@ func (r *report) save(o options) error {
 	if err != nil {
 		return err
 	}
+	return r.saveText(o, text)
+}
+
+// saveText writes the files the options ask for, text as the markdown.
+func (r *report) saveText(o options, text string) error {
 	if o.out != "" {
 		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
 			return err

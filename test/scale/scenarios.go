@@ -116,12 +116,7 @@ func (s *scenarios) settledRSS(ctx context.Context, d time.Duration) int64 {
 
 // waitHubReady polls the hub's /readyz until it answers 200.
 func (s *scenarios) waitHubReady(ctx context.Context) error {
-	var probe string
-	for i, a := range s.e.hubArgs {
-		if a == "--health-probe-bind-address" {
-			probe = "http://" + s.e.hubArgs[i+1] + "/readyz"
-		}
-	}
+	probe := "http://" + s.e.probeAddr + "/readyz"
 	deadline := time.Now().Add(s.e.o.timeout)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(probe); err == nil {
