@@ -401,11 +401,26 @@ func (e *env) otherCPU() map[string]time.Duration {
 	return out
 }
 
-// heapAndStacks is the hub's heap in use plus its goroutine stacks, from
-// its /metrics (0 if it does not answer).
-func (e *env) heapAndStacks() int64 {
+// hubMem is what the hub's Go runtime holds, from its /metrics right
+// after a garbage collection (zeros if it does not answer).
+type hubMem struct {
+	heap, stacks, goroutines float64
+}
+
+// memAfterGC asks the hub for a garbage collection (the heap profile
+// endpoint's gc=1) and then reads its heap in use, goroutine stacks and
+// goroutines: what it holds, without the garbage RSS also counts.
+func (e *env) memAfterGC() hubMem {
+	if resp, err := http.Get("http://" + e.pprofAddr + "/debug/pprof/heap?gc=1"); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 	m := e.hubMetrics()
-	return int64(metricSum(m, "go_memstats_heap_inuse_bytes") + metricSum(m, "go_memstats_stack_inuse_bytes"))
+	return hubMem{
+		heap:       metricSum(m, "go_memstats_heap_inuse_bytes"),
+		stacks:     metricSum(m, "go_memstats_stack_inuse_bytes"),
+		goroutines: metricSum(m, "go_goroutines"),
+	}
 }
 
 // saveHeapProfile writes the hub's heap profile to name in the run's

@@ -231,7 +231,7 @@ func series(name string, pts [][2]float64, xs, ys float64) plot.Series {
 }
 
 // writePlot draws hub RSS against members Ready (scenario 1), hub RSS
-// against MyApps created (scenario 2), and convergence against MyApps.
+// against time in scenario 2, and convergence against MyApps created.
 func (r *report) writePlot(path string) error {
 	var charts []plot.Chart
 	const toMiB = 1.0 / (1 << 20)
@@ -240,7 +240,7 @@ func (r *report) writePlot(path string) error {
 			Series: []plot.Series{series("hub RSS", r.rssMembers, 1, toMiB)}})
 	}
 	if len(r.rssApps) > 0 {
-		charts = append(charts, plot.Chart{Title: "Hub RSS while MyApps are created", XLabel: "MyApps created", YLabel: "hub RSS (MiB)",
+		charts = append(charts, plot.Chart{Title: fmt.Sprintf("Hub RSS while %d MyApps are created and become Ready", r.o.apps), XLabel: "seconds since the first create", YLabel: "hub RSS (MiB)",
 			Series: []plot.Series{series("hub RSS", r.rssApps, 1, toMiB)}})
 	}
 	if len(r.latencyApps) > 0 {

@@ -151,7 +151,7 @@ func (s *scenarios) join(ctx context.Context) error {
 		return err
 	}
 	before := s.settledRSS(ctx, 5*time.Second)
-	heapBefore := s.e.heapAndStacks()
+	memBefore := s.e.memAfterGC()
 	s.logf("hub ready; RSS %s with %d MemberClusters and no agent", mib(before), o.members)
 
 	var ready atomic.Int64
@@ -176,7 +176,7 @@ func (s *scenarios) join(ctx context.Context) error {
 	}
 	last := latest(met)
 	after := s.settledRSS(ctx, 10*time.Second)
-	heapAfter := s.e.heapAndStacks()
+	memAfter := s.e.memAfterGC()
 	if p := s.e.saveHeapProfile("hub-heap-joined.pprof"); p != "" {
 		s.logf("hub heap profile with every agent connected: %s (-keep keeps it)", p)
 	}
@@ -196,7 +196,10 @@ func (s *scenarios) join(ctx context.Context) error {
 	r.add(1, "hub-rss-mib", "MiB", mibF(after), "all connected, at rest")
 	r.add(1, "hub-rss-peak-mib", "MiB", mibF(peak), "")
 	r.add(1, "kib-per-agent", "KiB", perAgent/1024, "hub RSS after - before, per agent; goal < 100 KiB")
-	r.add(1, "heap-kib-per-agent", "KiB", float64(heapAfter-heapBefore)/float64(o.members)/1024, "the same from the hub's heap in use plus goroutine stacks (RSS also holds garbage not yet collected)")
+	n := float64(o.members)
+	r.add(1, "heap-kib-per-agent", "KiB", (memAfter.heap+memAfter.stacks-memBefore.heap-memBefore.stacks)/n/1024, "the same from the hub's heap in use plus goroutine stacks after a GC (RSS also holds garbage not yet collected)")
+	r.add(1, "stack-kib-per-agent", "KiB", (memAfter.stacks-memBefore.stacks)/n/1024, "of which goroutine stacks")
+	r.add(1, "goroutines-per-agent", "", (memAfter.goroutines-memBefore.goroutines)/n, "")
 	r.add(1, "streams-opened", "", float64(st.Connects), "sync streams the agents opened (more than members: some were dropped and opened again)")
 	r.add(1, "agent-procs-rss-mib", "MiB", mibF(st.RSSBytes), "all simulated agents together")
 	r.rssMembers = pts
@@ -306,7 +309,6 @@ func (s *scenarios) divided(ctx context.Context) error {
 		}
 		apps[i], s.appNames[i] = a, name
 	}
-	var created atomic.Int64
 	g := s.e.track.expect("app", s.appNames, appReady)
 	reqBefore, err := s.e.requestCounts(ctx)
 	if err != nil {
@@ -315,20 +317,10 @@ func (s *scenarios) divided(ctx context.Context) error {
 	cpuBefore := cpuOf(s.e.hub.Pid())
 	others := s.e.otherCPU()
 	metricsBefore := s.e.hubMetrics()
-	sm := s.sample(func() float64 { return float64(created.Load()) })
 	start := time.Now()
-	// Count creates as they are sent, for the RSS samples.
-	go func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for range t.C {
-			n := min(int64(time.Since(start).Seconds()*o.rate), int64(o.apps))
-			created.Store(n)
-			if n >= int64(o.apps) {
-				return
-			}
-		}
-	}()
+	// RSS against time: both the creates and the drain after the last
+	// one show (against MyApps created, the drain is a vertical line).
+	sm := s.sample(func() float64 { return time.Since(start).Seconds() })
 	s.logf("creating %d MyApps at %g/s (Divided over 3 of %d members of a group, %d groups)", o.apps, o.rate, o.groupSize, groups)
 	sent, err := s.createAt(ctx, apps, o.rate)
 	if err != nil {

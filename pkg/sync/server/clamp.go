@@ -59,7 +59,7 @@ const (
 )
 
 // clampWhats are all of them, in the order the metric's help lists them.
-var clampWhats = []string{
+var clampWhats = [...]string{
 	clampWorkUnknown, clampGenerationAhead, clampConditionType, clampConditionReason,
 	clampConditionInvalid, clampConditionCount, clampMessage, clampManifestUnknown,
 	clampManifestDuplicate, clampWorkload, clampEndpoints, clampSignal,

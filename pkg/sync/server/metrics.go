@@ -32,14 +32,13 @@ type metrics struct {
 	sendLatency   prometheus.Histogram
 	queueWait     prometheus.Histogram
 	streamsClosed *prometheus.CounterVec
-	orphaned      *prometheus.CounterVec
 	// deletionsPending is written only under Server.mu, by the cluster's
 	// current stream (see session.setDeletesWaiting).
 	deletionsPending *prometheus.GaugeVec
-	// statusClamped and connectsLimited count what the limits on agent
-	// input cut (see clampStatus, statusPacer, connectLimiter).
-	statusClamped   *prometheus.CounterVec
-	connectsLimited *prometheus.CounterVec
+	// perCluster holds the per-cluster counters: Works orphaned, and what
+	// the limits on agent input cut (see clampStatus, statusPacer,
+	// connectLimiter).
+	perCluster *clusterCounters
 }
 
 // MetricCollectors are the metrics a Server registers, for the metrics
@@ -53,7 +52,7 @@ func MetricCollectors() []prometheus.Collector {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.orphaned, m.deletionsPending, m.statusClamped, m.connectsLimited}
+	return []prometheus.Collector{m.connected, m.received, m.sent, m.queueDepth, m.sendLatency, m.queueWait, m.streamsClosed, m.deletionsPending, m.perCluster}
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -88,22 +87,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "flotilla_sync_streams_closed_total",
 			Help: "Sync streams that ended, by gRPC status code (including those refused before they started).",
 		}, []string{"code"}),
-		orphaned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flotilla_sync_works_orphaned_total",
-			Help: "Works that vanished from the hub without the deletion-intent annotation, whose member objects the agent was told to keep running (WorkOrphan), by cluster.",
-		}, []string{"cluster"}),
 		deletionsPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flotilla_sync_deletions_pending",
 			Help: "WorkDeletes for a cluster's agent that wait for the per-member delete rate limit (the hub's --member-delete-rate and --member-delete-burst); above zero for long means the hub is deleting much more than usual on that member.",
 		}, []string{"cluster"}),
-		statusClamped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flotilla_sync_status_clamped_total",
-			Help: "Parts of agents' status reports the hub dropped or clamped before they reached Work status, by cluster and what (" + strings.Join(clampWhats, ", ") + "). An honest agent causes none but work_unknown, for a Work deleted while it reported.",
-		}, []string{"cluster", "what"}),
-		connectsLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flotilla_sync_connects_limited_total",
-			Help: "Streams refused with RESOURCE_EXHAUSTED because their cluster opened streams faster than the hub's --member-connect-rate allows, by cluster.",
-		}, []string{"cluster"}),
+		perCluster: newClusterCounters(
+			prometheus.NewDesc("flotilla_sync_works_orphaned_total",
+				"Works that vanished from the hub without the deletion-intent annotation, whose member objects the agent was told to keep running (WorkOrphan), by cluster.",
+				[]string{"cluster"}, nil),
+			prometheus.NewDesc("flotilla_sync_connects_limited_total",
+				"Streams refused with RESOURCE_EXHAUSTED because their cluster opened streams faster than the hub's --member-connect-rate allows, by cluster.",
+				[]string{"cluster"}, nil),
+			prometheus.NewDesc("flotilla_sync_status_clamped_total",
+				"Parts of agents' status reports the hub dropped or clamped before they reached Work status, by cluster and what ("+strings.Join(clampWhats[:], ", ")+"). An honest agent causes none but work_unknown, for a Work deleted while it reported.",
+				[]string{"cluster", "what"}, nil)),
 	}
 	for _, c := range m.collectors() {
 		if err := reg.Register(c); err != nil {
@@ -120,19 +117,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // initCluster starts cluster's counters at zero when its agent's stream
 // is accepted, so that their series exist before the first increment (an
 // alert's increase() sees the first one).
-func (m *metrics) initCluster(cluster string) {
-	m.orphaned.WithLabelValues(cluster)
-	m.connectsLimited.WithLabelValues(cluster)
-	for _, what := range clampWhats {
-		m.statusClamped.WithLabelValues(cluster, what)
-	}
-}
+func (m *metrics) initCluster(cluster string) { m.perCluster.init(cluster) }
 
 // forgetCluster removes cluster's counters: its MemberCluster is gone, so
 // a fleet whose members come and go does not grow the registry. (Its
 // gauges go when its stream ends.)
-func (m *metrics) forgetCluster(cluster string) {
-	m.orphaned.DeleteLabelValues(cluster)
-	m.connectsLimited.DeleteLabelValues(cluster)
-	m.statusClamped.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
-}
+func (m *metrics) forgetCluster(cluster string) { m.perCluster.forget(cluster) }

@@ -446,11 +446,14 @@ func New(cfg Config) (*Server, error) {
 		// Memory per connected agent: an agent's connection is idle most
 		// of the time (a heartbeat every 10s), so its 32 KiB write buffer
 		// is taken from a pool for each flush and returned after, not
-		// held per connection; reads use 16 KiB (agents send small
-		// messages; a larger one takes more reads). Measured by the scale
-		// harness (docs/benchmarks.md, Scale: hub memory per agent).
+		// held per connection; and reads have no buffer of gRPC's own:
+		// the TLS connection below already holds each whole record it
+		// decrypts (up to 16 KiB), so the HTTP/2 framer's small reads are
+		// served from it without a system call, and a second 16 KiB per
+		// connection bought nothing. Measured by the scale harness
+		// (docs/benchmarks.md, Scale: hub memory per agent).
 		grpc.SharedWriteBuffer(true),
-		grpc.ReadBufferSize(16<<10),
+		grpc.ReadBufferSize(0),
 		// The Sync handler receives raw bytes and decodes them itself,
 		// so malformed input ends the stream with INVALID_ARGUMENT.
 		grpc.ForceServerCodecV2(wire.Codec{}),

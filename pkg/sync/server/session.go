@@ -163,7 +163,7 @@ func (s *Server) Connect(stream syncv1.Sync_ConnectServer) (err error) {
 	cluster := ident.Cluster
 	log := s.log.WithValues("cluster", cluster)
 	if ok, wait := s.connects.allow(cluster, time.Now()); !ok {
-		s.metrics.connectsLimited.WithLabelValues(cluster).Inc()
+		s.metrics.perCluster.incLimited(cluster)
 		return status.Errorf(codes.ResourceExhausted,
 			"cluster %q opens streams faster than the hub allows (the hub's --member-connect-rate); retry in %s", cluster, wait.Round(time.Millisecond))
 	}
@@ -454,7 +454,7 @@ func (sess *session) handle(m *syncv1.AgentMessage) error {
 		}
 		now, kept := sess.status.admit(k.Status.GetName(), k.Status, time.Now())
 		if !kept {
-			s.metrics.statusClamped.WithLabelValues(sess.cluster, clampRateBacklogFull).Inc()
+			s.metrics.perCluster.addClamped(sess.cluster, clampRateBacklogFull, 1)
 		}
 		if now {
 			return sess.handleStatus(k.Status)
@@ -543,7 +543,7 @@ func (sess *session) handleStatus(m *syncv1.StatusReport) error {
 	}
 	out, cut := clampStatus(work, st)
 	for what, n := range cut {
-		s.metrics.statusClamped.WithLabelValues(sess.cluster, what).Add(float64(n))
+		s.metrics.perCluster.addClamped(sess.cluster, what, n)
 	}
 	if len(cut) > 0 && !(len(cut) == 1 && cut[clampWorkUnknown] > 0) {
 		sess.log.V(1).Info("clamped the agent's status report", "work", name, "cut", cut)
@@ -875,7 +875,7 @@ func (sess *session) orphan(name string) error {
 	}
 	delete(sess.held, name)
 	sess.await(name, true)
-	sess.srv.metrics.orphaned.WithLabelValues(sess.cluster).Inc()
+	sess.srv.metrics.perCluster.incOrphaned(sess.cluster)
 	sess.log.Info("Work vanished from the hub without a deletion intent; told the agent to orphan its objects, which keep running", "work", name)
 	return nil
 }
