@@ -153,11 +153,17 @@ BENCH_FAILOVER_RUNS ?= 30
 BENCH_ZERO_RUNS ?= 30
 BENCH_SHIFT_RUNS ?= 20
 
+# The recorded end-to-end run `make bench` compares its figures with (a
+# -json record of test/bench); copy _output/bench.json over it to record a
+# new one.
+BENCH_RECORD ?= docs/bench/record.json
+
 .PHONY: bench
 bench: prometheus-bin ## Benchmarks: scheduler and sync fan-out (go test -bench), the end-to-end latency report on the testbed, then the reduced scale run (make scale) compared with its record.
 	$(GO) test -run '^$$' -bench BenchmarkSchedule -benchtime 300ms -benchmem ./pkg/placement/
 	$(GO) test -run '^$$' -bench BenchmarkFanout -benchtime 5x -benchmem ./pkg/sync/
-	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -zero-runs $(BENCH_ZERO_RUNS) -shift-runs $(BENCH_SHIFT_RUNS) -out _output/bench.md
+	$(GO) run ./test/bench -runs $(BENCH_RUNS) -failover-runs $(BENCH_FAILOVER_RUNS) -zero-runs $(BENCH_ZERO_RUNS) -shift-runs $(BENCH_SHIFT_RUNS) -out _output/bench.md \
+		-json _output/bench.json $(if $(wildcard $(BENCH_RECORD)),-compare $(BENCH_RECORD))
 	$(GO) run ./test/bench/rollout -runs 5 -min-success 2s
 	$(MAKE) scale SIZE=reduced
 

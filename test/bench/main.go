@@ -86,6 +86,9 @@ type options struct {
 	quietLoad    float64
 	quietWait    time.Duration
 	pushMembers  []string
+	restWorks    int
+	jsonOut      string
+	compareWith  string
 }
 
 func main() {
@@ -103,6 +106,9 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 90*time.Second, "how long one step may take before the benchmark gives up")
 	flag.Float64Var(&o.quietLoad, "quiet-load", 1.5, "before each phase, wait until the 1-minute load average is below this (0: do not wait)")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "the longest wait for -quiet-load before a phase starts anyway")
+	flag.IntVar(&o.restWorks, "rest-works", 100, "at rest: MyApps Duplicated to every member (so many Works held by each) while the hub's and agents' memory is measured (0 skips it)")
+	flag.StringVar(&o.jsonOut, "json", "", "also write every figure to this JSON file (a record for -compare)")
+	flag.StringVar(&o.compareWith, "compare", "", "compare the figures with this recorded run (a -json file) and flag those more than 10 % worse")
 	push := flag.String("push-members", "member-3", "comma-separated members in Push mode (no agent: the hub applies their Works); empty for an all-pull fleet")
 	flag.Parse()
 	for _, m := range strings.Split(*push, ",") {
@@ -110,8 +116,8 @@ func main() {
 			o.pushMembers = append(o.pushMembers, m)
 		}
 	}
-	if o.runs < 0 || o.failoverRuns < 0 || o.zeroRuns < 0 || o.members < 2 {
-		fmt.Fprintln(os.Stderr, "bench: -runs, -failover-runs and -zero-runs must be at least 0 and -members at least 2")
+	if o.runs < 0 || o.failoverRuns < 0 || o.zeroRuns < 0 || o.restWorks < 0 || o.members < 2 {
+		fmt.Fprintln(os.Stderr, "bench: -runs, -failover-runs, -zero-runs and -rest-works must be at least 0 and -members at least 2")
 		os.Exit(2)
 	}
 
@@ -142,12 +148,17 @@ type bench struct {
 	propMember map[string]*series
 	// Where propagation's time goes.
 	worksSeen, worksWritten, beforeWrite, workToDeploy, lastWorkToLastDeploy, queueWait, sendLatency series
+	// The agent's apply in a Pull member, and the rest of a Work's way
+	// to its Deployment there.
+	agentApply, besidesApply series
 	// How many Works-written observations each counted run had.
 	writesPerRun map[int]int
 	// Scale to zero and back.
 	zeroDown, zeroDownStatus, zeroUp, zeroUpStatus series
 	// Health shift: breach -> split in the members, -> HTTPRoute; back.
 	shiftSplit, shiftRoute, shiftBack series
+	// At rest: the hub's and each agent replica's memory.
+	rest []restProc
 	// Where failover's time goes.
 	fStopCall, fDisconnected, fTaint, fNotReady, fWorks, fReady, fFailback series
 	// Members leaving Ready during the propagation runs.
@@ -230,6 +241,9 @@ func run(ctx context.Context, o options) (err error) {
 	if o.runs > 0 {
 		runErr = b.propagation(ctx)
 	}
+	if runErr == nil && o.restWorks > 0 {
+		runErr = b.atRest(ctx)
+	}
 	if runErr == nil && o.zeroRuns > 0 {
 		runErr = b.zero(ctx)
 	}
@@ -240,7 +254,20 @@ func run(ctx context.Context, o options) (err error) {
 		runErr = b.failover(ctx)
 	}
 	report := b.report(mach, loadStart, loadavg(), runErr)
+	rec := b.record(mach)
+	if o.compareWith != "" {
+		if prev, err := readRecord(o.compareWith); err != nil {
+			report += fmt.Sprintf("\n### Against the recorded run\n\nNot compared: %v\n", err)
+		} else {
+			report += "\n### Against the recorded run\n\n" + compare(prev, rec)
+		}
+	}
 	fmt.Print(report)
+	if o.jsonOut != "" && runErr == nil {
+		if err := writeRecord(o.jsonOut, rec); err != nil {
+			runErr = err
+		}
+	}
 	if o.out != "" {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 			runErr = errors.Join(runErr, err)
@@ -281,6 +308,8 @@ func (b *bench) names() {
 	b.lastWorkToLastDeploy.name = "last Work seen -> last Deployment seen"
 	b.queueWait.name = "sync server: Work queued -> taken for sending (flotilla_sync_queue_wait_seconds, mean per run)"
 	b.sendLatency.name = "sync server: one stream Send (flotilla_sync_send_latency_seconds, mean per run)"
+	b.agentApply.name = "agent: apply of the Work, server-side apply in its member (flotilla_agent_apply_duration_seconds, mean per run; each Pull member)"
+	b.besidesApply.name = "a Work seen on the hub -> its Deployment seen, less the agent's apply: hub informer, sync send, gRPC hop, member watch (each Pull member)"
 
 	v := b.victim()
 	b.fStopCall.name = fmt.Sprintf("StopMember(%s) call (the control plane shutting down)", v)

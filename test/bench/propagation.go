@@ -156,6 +156,7 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 	})
 
 	before := scrapeHub(b.f)
+	agentsBefore := scrapeAgents(b.f, b.members)
 	t0 := time.Now()
 	if err := b.f.Hub.Create(ctx, app); err != nil {
 		return fmt.Errorf("creating MyApp %s: %w", name, err)
@@ -169,6 +170,7 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 		return err
 	}
 	after := scrapeHub(b.f)
+	agentsAfter := scrapeAgents(b.f, b.members)
 	tReady, err := wReady.wait(ctx, b.opts.timeout, "the Deployments ready")
 	if err != nil {
 		return err
@@ -180,11 +182,13 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 
 	var perMember []time.Duration
 	toMember := map[string]time.Duration{}
+	workToDeploy := map[string]time.Duration{}
 	var lastWork, lastDeploy time.Time
 	b.obs.read(func() {
 		for _, m := range b.members {
 			ws, ds := b.obs.workSeen[m+"/"+workName], b.obs.deploySeen[m+"/"+name]
 			perMember = append(perMember, ds.Sub(ws))
+			workToDeploy[m] = ds.Sub(ws)
 			toMember[m] = ds.Sub(t0)
 			if ws.After(lastWork) {
 				lastWork = ws
@@ -231,6 +235,18 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 			b.propMember[m].add(d)
 		}
 		b.lastWorkToLastDeploy.add(lastDeploy.Sub(lastWork))
+		// The agent's part of a Pull member's Work -> Deployment: its
+		// apply (one Work per run); the rest is the hub's Work informer,
+		// the sync send, the gRPC hop and the member's watch.
+		for m, a := range agentsAfter {
+			sum, n := a.delta(agentsBefore[m], "flotilla_agent_apply_duration_seconds")
+			if n == 0 {
+				continue
+			}
+			apply := seconds(sum / float64(n))
+			b.agentApply.add(apply)
+			b.besidesApply.add(workToDeploy[m] - apply)
+		}
 		if queuedN > 0 {
 			b.queueWait.add(seconds(queued / float64(queuedN)))
 		}

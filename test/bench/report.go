@@ -182,9 +182,27 @@ func describeMachine(root string) machine {
 // metrics is a scrape of histogram sums and counts by metric name.
 type metrics map[string]float64
 
-func scrapeHub(f *fleet.Fleet) metrics {
+func scrapeHub(f *fleet.Fleet) metrics { return parseMetrics(f.HubMetrics()) }
+
+// scrapeAgents scrapes the leading agent of each Pull member, by member.
+func scrapeAgents(f *fleet.Fleet, members []string) map[string]metrics {
+	out := map[string]metrics{}
+	for _, m := range members {
+		if f.SyncMode(m) == flotillav1.SyncModePush {
+			continue
+		}
+		if leader, err := f.AgentLeader(m); err == nil {
+			out[m] = parseMetrics(f.AgentMetrics(leader))
+		}
+	}
+	return out
+}
+
+// parseMetrics reads the unlabelled histogram sums and counts of a
+// /metrics text.
+func parseMetrics(text string) metrics {
 	out := metrics{}
-	for _, line := range strings.Split(f.HubMetrics(), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -272,7 +290,7 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 			s.WriteString("\n" + line + "\n")
 		}
 		s.WriteString("\n### Where propagation's time goes\n\n")
-		s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency}))
+		s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency, &b.agentApply, &b.besidesApply}))
 	}
 	if len(b.writesPerRun) > 0 {
 		var parts []string
@@ -282,6 +300,10 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 			}
 		}
 		fmt.Fprintf(&s, "\nWorks-written observations per run (a reconcile that wrote Works): %s.\n", strings.Join(parts, ", "))
+	}
+	if len(b.rest) > 0 {
+		fmt.Fprintf(&s, "\n### At rest, %d Works held by each member\n\n", b.opts.restWorks)
+		s.WriteString(restTable(b.rest, b.opts.restWorks))
 	}
 	if len(b.zeroDown.samples) > 0 {
 		fmt.Fprintf(&s, "\n### Scale to zero and back\n\nOne Divided MyApp, static weights 1:...:1 of %d, scaled to 0 and back on each run; its member Deployments stay the same objects.\n\n", replicasPerMember*n)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,4 +34,70 @@ func TestPushVsPull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCompareFlagsRegressions: a figure more than 10 % and more than the
+// floor worse (at p50 or p99) is a REGRESSION; a small or tiny change,
+// an improvement and a figure only one run has are not; a JSON record
+// reads back as written.
+func TestCompareFlagsRegressions(t *testing.T) {
+	prev := record{Commit: "aaa", Started: "then", Figures: map[string]recordFigure{
+		"prop":      {Unit: "ms", P50: 40, P90: 50, P99: 60, Runs: 30},
+		"p99 only":  {Unit: "ms", P50: 40, P90: 50, P99: 60, Runs: 30},
+		"small":     {Unit: "ms", P50: 40, P90: 50, P99: 60, Runs: 30},
+		"tiny":      {Unit: "ms", P50: 1, P90: 1, P99: 1, Runs: 30},
+		"better":    {Unit: "ms", P50: 40, P90: 50, P99: 60, Runs: 30},
+		"agent rss": {Unit: "MiB", P50: 40},
+		"gone":      {Unit: "ms", P50: 1},
+	}}
+	cur := record{Commit: "bbb", Started: "now", Figures: map[string]recordFigure{
+		"prop":      {Unit: "ms", P50: 45, P90: 50, P99: 60, Runs: 30}, // +12.5 %, +5 ms
+		"p99 only":  {Unit: "ms", P50: 40, P90: 50, P99: 70, Runs: 30}, // p99 +17 %
+		"small":     {Unit: "ms", P50: 43, P90: 50, P99: 65, Runs: 30}, // +7.5 %, +8 %
+		"tiny":      {Unit: "ms", P50: 1.9, P90: 1, P99: 1.9, Runs: 30},
+		"better":    {Unit: "ms", P50: 20, P90: 30, P99: 40, Runs: 30},
+		"agent rss": {Unit: "MiB", P50: 46},
+		"new":       {Unit: "ms", P50: 100},
+	}}
+	out := compare(prev, cur)
+	for _, name := range []string{"prop", "p99 only", "agent rss"} {
+		if !rowHas(out, name, "REGRESSION") {
+			t.Errorf("%q is not flagged:\n%s", name, out)
+		}
+	}
+	for _, name := range []string{"small", "tiny", "better"} {
+		if rowHas(out, name, "REGRESSION") {
+			t.Errorf("%q is flagged:\n%s", name, out)
+		}
+	}
+	for _, name := range []string{"gone", "new"} {
+		if rowHas(out, name, "") {
+			t.Errorf("%q is in only one record but has a row:\n%s", name, out)
+		}
+	}
+	if !strings.Contains(out, "3 of 6 figures in common regressed") {
+		t.Errorf("no or a wrong count:\n%s", out)
+	}
+
+	path := filepath.Join(t.TempDir(), "bench.json")
+	if err := writeRecord(path, cur); err != nil {
+		t.Fatal(err)
+	}
+	back, err := readRecord(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, cur) {
+		t.Errorf("record read back differs:\n got %+v\nwant %+v", back, cur)
+	}
+}
+
+// rowHas says whether out has a table row for figure name containing s.
+func rowHas(out, name, s string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| "+name+" |") && strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
 }

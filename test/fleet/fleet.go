@@ -586,6 +586,37 @@ func (f *Fleet) RestartHub() error {
 	return h.Restart(syscall.SIGTERM)
 }
 
+// HubPid is the current hub process's id, for a program that reads its
+// resource use (0 before the hub started).
+func (f *Fleet) HubPid() int {
+	f.mu.Lock()
+	h := f.hub
+	f.mu.Unlock()
+	if h == nil {
+		return 0
+	}
+	return h.Pid()
+}
+
+// AgentMetrics is the /metrics text of the agent replica called name ("" if
+// there is none or it does not answer).
+func (f *Fleet) AgentMetrics(name string) string {
+	var agent *Supervised
+	f.mu.Lock()
+	for _, list := range f.agents {
+		for _, a := range list {
+			if a.Name == name {
+				agent = a
+			}
+		}
+	}
+	f.mu.Unlock()
+	if agent == nil {
+		return ""
+	}
+	return agent.Metrics()
+}
+
 // KillHub SIGKILLs the hub process (it cannot release its Lease); its
 // supervisor starts it again a second later.
 func (f *Fleet) KillHub() error {

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +24,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/setup"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
 )
@@ -225,19 +224,11 @@ func counterValue(t *testing.T, reg prometheus.Gatherer, name string, labels map
 // residentMiB is the process's resident set size (VmRSS) in MiB, or 0
 // where /proc does not say.
 func residentMiB() uint64 {
-	raw, err := os.ReadFile("/proc/self/status")
+	n, err := testutil.ResidentBytes(0)
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kib, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err == nil {
-				return kib >> 10
-			}
-		}
-	}
-	return 0
+	return uint64(n) >> 20
 }
 
 func heapInUse() uint64 {
