@@ -116,7 +116,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// reconcile finds nothing to do once the cache has caught up).
 		For(&flotillav1.MyApp{}).
 		Watches(&flotillav1.Work{}, handler.EnqueueRequestsFromMapFunc(workToMyApp)).
-		Watches(&flotillav1.MemberCluster{}, handler.EnqueueRequestsFromMapFunc(r.allMyApps),
+		Watches(&flotillav1.MemberCluster{}, memberClusterHandler{r},
 			builder.WithPredicates(placementRelevant{})).
 		Watches(&flotillav1.FleetNamespacePolicy{}, handler.EnqueueRequestsFromMapFunc(r.policyToMyApps)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
