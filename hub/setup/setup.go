@@ -35,6 +35,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/internal/syncbridge"
 	hubwebhook "github.com/flotilla-dev/flotilla/hub/internal/webhook"
 	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/internal/truncate"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
@@ -410,7 +411,7 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 	}
 	if err := (&myapp.Reconciler{
 		Client:                  mgr.GetClient(),
-		Recorder:                mgr.GetEventRecorder("flotilla-hub"),
+		Recorder:                truncate.Events(mgr.GetEventRecorder("flotilla-hub")),
 		WorkCleanupTimeout:      opts.WorkCleanupTimeout,
 		MaxWorkBytes:            opts.MaxWorkBytes,
 		APIReader:               mgr.GetAPIReader(),
@@ -424,7 +425,7 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 	mcReconciler := &membercluster.Reconciler{
 		Client:                 mgr.GetClient(),
 		Tracker:                tracker,
-		Recorder:               mgr.GetEventRecorder("flotilla-hub"),
+		Recorder:               truncate.Events(mgr.GetEventRecorder("flotilla-hub")),
 		Grace:                  opts.HeartbeatGrace,
 		HeartbeatWriteInterval: opts.HeartbeatWriteInterval,
 		Evictions:              opts.Evictions,
