@@ -148,9 +148,8 @@ type bench struct {
 	propMember map[string]*series
 	// Where propagation's time goes.
 	worksSeen, worksWritten, beforeWrite, workToDeploy, lastWorkToLastDeploy, queueWait, sendLatency series
-	// The agent's apply in a Pull member, and the rest of a Work's way
-	// to its Deployment there.
-	agentApply, besidesApply series
+	// The agent's apply of a Work in a Pull member.
+	agentApply series
 	// How many Works-written observations each counted run had.
 	writesPerRun map[int]int
 	// Scale to zero and back.
@@ -308,8 +307,7 @@ func (b *bench) names() {
 	b.lastWorkToLastDeploy.name = "last Work seen -> last Deployment seen"
 	b.queueWait.name = "sync server: Work queued -> taken for sending (flotilla_sync_queue_wait_seconds, mean per run)"
 	b.sendLatency.name = "sync server: one stream Send (flotilla_sync_send_latency_seconds, mean per run)"
-	b.agentApply.name = "agent: apply of the Work, server-side apply in its member (flotilla_agent_apply_duration_seconds, mean per run; each Pull member)"
-	b.besidesApply.name = "a Work seen on the hub -> its Deployment seen, less the agent's apply: hub informer, sync send, gRPC hop, member watch (each Pull member)"
+	b.agentApply.name = "agent: apply of the Work, the applied-set records and the server-side apply (flotilla_agent_apply_duration_seconds, mean per run; each Pull member; the Deployment appears within it)"
 
 	v := b.victim()
 	b.fStopCall.name = fmt.Sprintf("StopMember(%s) call (the control plane shutting down)", v)

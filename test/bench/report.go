@@ -290,7 +290,7 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 			s.WriteString("\n" + line + "\n")
 		}
 		s.WriteString("\n### Where propagation's time goes\n\n")
-		s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency, &b.agentApply, &b.besidesApply}))
+		s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency, &b.agentApply}))
 	}
 	if len(b.writesPerRun) > 0 {
 		var parts []string
