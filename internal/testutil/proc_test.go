@@ -24,4 +24,13 @@ func TestResidentBytesOfThisProcess(t *testing.T) {
 	if _, err := ResidentBytes(1 << 30); err == nil {
 		t.Fatal("ResidentBytes of a pid that cannot exist: no error")
 	}
+	m, err := Resident(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Go binary's text is file-backed, its heap anonymous; both are
+	// resident while it runs, and they are parts of the whole.
+	if m.Anon <= 0 || m.File <= 0 || m.Anon+m.File > m.RSS+(1<<20) || m.RSS < got/2 {
+		t.Fatalf("Resident(0) = %+v: anonymous and file-backed parts not plausible against RSS (ResidentBytes said %d)", m, got)
+	}
 }

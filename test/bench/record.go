@@ -64,6 +64,7 @@ func (b *bench) record(mach machine) record {
 		// nothing worth a record.
 		if p.role != "" {
 			r.Figures["at rest: RSS of "+p.role] = recordFigure{Unit: "MiB", P50: mibOf(p.rss)}
+			r.Figures["at rest: anonymous memory of "+p.role] = recordFigure{Unit: "MiB", P50: mibOf(p.anon)}
 		}
 	}
 	return r

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -26,12 +27,13 @@ import (
 // restProc is one process's memory at rest.
 type restProc struct {
 	name string
-	// rss is the median of the samples; heap and goroutines come from
+	// rss is the median of the samples, anon and file its anonymous and
+	// file-backed parts in the same sample; heap and goroutines come from
 	// the process's /metrics at the last sample (0 when it did not
 	// answer).
-	rss, heap  int64
-	goroutines int
-	note       string
+	rss, anon, file, heap int64
+	goroutines            int
+	note                  string
 	// role names the process in the record: "the hub" or "member-1's
 	// leading agent"; empty for a standby.
 	role string
@@ -136,7 +138,7 @@ func (b *bench) sampleRest(ctx context.Context, works int) ([]restProc, error) {
 				metrics: func() string { return b.f.AgentMetrics(name) }})
 		}
 	}
-	samples := make([][]int64, len(targets))
+	samples := make([][]testutil.Memory, len(targets))
 	for i := range restSamples {
 		if i > 0 {
 			select {
@@ -153,19 +155,20 @@ func (b *bench) sampleRest(ctx context.Context, works int) ([]restProc, error) {
 			if pid == 0 {
 				return nil, fmt.Errorf("at rest: %s is not running", t.name)
 			}
-			rss, err := testutil.ResidentBytes(pid)
+			mem, err := testutil.Resident(pid)
 			if err != nil {
 				return nil, fmt.Errorf("at rest: RSS of %s (pid %d): %w", t.name, pid, err)
 			}
-			samples[j] = append(samples[j], rss)
+			samples[j] = append(samples[j], mem)
 		}
 	}
 	out := make([]restProc, len(targets))
 	for j, t := range targets {
 		s := slices.Clone(samples[j])
-		slices.Sort(s)
+		slices.SortFunc(s, func(a, b testutil.Memory) int { return cmp.Compare(a.RSS, b.RSS) })
+		med := s[len(s)/2]
 		text := t.metrics()
-		out[j] = restProc{name: t.name, role: t.role, rss: s[len(s)/2], note: t.note,
+		out[j] = restProc{name: t.name, role: t.role, rss: med.RSS, anon: med.Anon, file: med.File, note: t.note,
 			heap:       int64(promValue(text, "go_memstats_heap_inuse_bytes")),
 			goroutines: int(promValue(text, "go_goroutines"))}
 	}
@@ -225,9 +228,10 @@ func restTable(procs []restProc, works int) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "RSS is the median of %d samples %s apart, taken %s after every MyApp was Ready and the load average fell (or the wait for it ended); heap in use and goroutines from each process's /metrics. Targets (issue 21): an agent holding %d Works within %d MiB, the hub within %d MiB.\n\n",
 		restSamples, restInterval, restSettle, works, restAgentTarget>>20, restHubTarget>>20)
-	s.WriteString("| process | RSS | heap in use | goroutines | |\n|---|---:|---:|---:|---|\n")
+	s.WriteString("Of the RSS, anonymous memory (heap, stacks, the runtime's) is what the process costs; file-backed is mostly its executable's pages, clean and shared, which the kernel drops and reads back under pressure.\n\n")
+	s.WriteString("| process | RSS | anonymous | file-backed | heap in use | goroutines | |\n|---|---:|---:|---:|---:|---:|---|\n")
 	for _, p := range procs {
-		fmt.Fprintf(&s, "| %s | %.1f MiB | %.1f MiB | %d | %s |\n", p.name, mibOf(p.rss), mibOf(p.heap), p.goroutines, p.note)
+		fmt.Fprintf(&s, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d | %s |\n", p.name, mibOf(p.rss), mibOf(p.anon), mibOf(p.file), mibOf(p.heap), p.goroutines, p.note)
 	}
 	return s.String()
 }
