@@ -46,31 +46,44 @@ type memberClusterHandler struct{ r *Reconciler }
 
 var _ handler.TypedEventHandler[client.Object, reconcile.Request] = memberClusterHandler{}
 
+// Create: a MemberCluster of the informer's initial list (the hub
+// starting) changes nothing, and every MyApp is reconciled at start anyway,
+// so all are added at low priority, as controller-runtime's own handlers
+// do; a new MemberCluster, as any change.
 func (h memberClusterHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(ctx, e.Object, q)
+	h.enqueue(ctx, e.Object, q, e.IsInInitialList)
 }
 
+// Update: a resync (the same resourceVersion) changes nothing either.
 func (h memberClusterHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(ctx, e.ObjectNew, q)
+	unchanged := e.ObjectOld != nil && e.ObjectNew != nil && e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion()
+	h.enqueue(ctx, e.ObjectNew, q, unchanged)
 }
 
 func (h memberClusterHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(ctx, e.Object, q)
+	h.enqueue(ctx, e.Object, q, false)
 }
 
 func (h memberClusterHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(ctx, e.Object, q)
+	h.enqueue(ctx, e.Object, q, false)
 }
 
-func (h memberClusterHandler) enqueue(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// enqueue adds every MyApp; allLow puts the apps that use the cluster at
+// low priority too.
+func (h memberClusterHandler) enqueue(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], allLow bool) {
 	if obj == nil {
 		return
 	}
 	first, rest := h.r.appsOfCluster(ctx, obj.GetName())
-	for _, req := range first {
-		q.Add(req)
+	pq, isPQ := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	if allLow && isPQ {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, first...)
+	} else {
+		for _, req := range first {
+			q.Add(req)
+		}
 	}
-	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+	if isPQ {
 		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, rest...)
 		return
 	}

@@ -52,13 +52,16 @@ func TestMemberClusterChangeEnqueuesItsAppsFirst(t *testing.T) {
 	}
 	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
 	h := memberClusterHandler{r}
-	lost := &flotillav1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "lost"}}
+	lost := &flotillav1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "lost", ResourceVersion: "1"}}
+	// The change: the cluster tainted, say (a new resourceVersion).
+	changed := lost.DeepCopy()
+	changed.ResourceVersion = "2"
 	ctx := context.Background()
 
 	t.Run("priority queue", func(t *testing.T) {
 		q := priorityqueue.New[reconcile.Request]("test")
 		defer q.ShutDown()
-		h.Update(ctx, event.UpdateEvent{ObjectOld: lost, ObjectNew: lost}, q)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: lost, ObjectNew: changed}, q)
 		// Serve the apps that use the cluster; the first one comes back
 		// at normal priority, as a RequeueAfter does, while the others
 		// still wait.
@@ -93,10 +96,35 @@ func TestMemberClusterChangeEnqueuesItsAppsFirst(t *testing.T) {
 		}
 	})
 
+	t.Run("initial list and resync", func(t *testing.T) {
+		// The hub starting (the informer's initial list) and a resync
+		// (same resourceVersion) change nothing: every app at low
+		// priority.
+		for name, send := range map[string]func(q workqueue.TypedRateLimitingInterface[reconcile.Request]){
+			"initial list": func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				h.Create(ctx, event.CreateEvent{Object: lost, IsInInitialList: true}, q)
+			},
+			"resync": func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				h.Update(ctx, event.UpdateEvent{ObjectOld: lost, ObjectNew: lost}, q)
+			},
+		} {
+			q := priorityqueue.New[reconcile.Request]("test")
+			send(q)
+			for range 40 {
+				req, prio, _ := q.GetWithPriority()
+				if prio != handler.LowPriority {
+					t.Errorf("%s: %s at priority %d, want every app at low priority (%d)", name, req.Name, prio, handler.LowPriority)
+				}
+				q.Done(req)
+			}
+			q.ShutDown()
+		}
+	})
+
 	t.Run("plain queue", func(t *testing.T) {
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		defer q.ShutDown()
-		h.Update(ctx, event.UpdateEvent{ObjectOld: lost, ObjectNew: lost}, q)
+		h.Update(ctx, event.UpdateEvent{ObjectOld: lost, ObjectNew: changed}, q)
 		if n := q.Len(); n != 40 {
 			t.Fatalf("%d requests, want every one of the 40 MyApps", n)
 		}
