@@ -179,7 +179,8 @@ func describeMachine(root string) machine {
 	return m
 }
 
-// metrics is a scrape of histogram sums and counts by metric name.
+// metrics is a scrape's unlabelled samples (histogram sums and counts,
+// Go runtime gauges) by metric name.
 type metrics map[string]float64
 
 func scrapeHub(f *fleet.Fleet) metrics { return parseMetrics(f.HubMetrics()) }
@@ -191,15 +192,14 @@ func scrapeAgents(f *fleet.Fleet, members []string) map[string]metrics {
 		if f.SyncMode(m) == flotillav1.SyncModePush {
 			continue
 		}
-		if leader, err := f.AgentLeader(m); err == nil {
-			out[m] = parseMetrics(f.AgentMetrics(leader))
+		if _, text, err := f.AgentLeaderMetrics(m); err == nil {
+			out[m] = parseMetrics(text)
 		}
 	}
 	return out
 }
 
-// parseMetrics reads the unlabelled histogram sums and counts of a
-// /metrics text.
+// parseMetrics reads the unlabelled samples of a /metrics text.
 func parseMetrics(text string) metrics {
 	out := metrics{}
 	for _, line := range strings.Split(text, "\n") {
@@ -207,7 +207,7 @@ func parseMetrics(text string) metrics {
 			continue
 		}
 		name, value, ok := strings.Cut(line, " ")
-		if !ok || !(strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count")) || strings.Contains(name, "{") {
+		if !ok || strings.Contains(name, "{") {
 			continue
 		}
 		var v float64

@@ -167,26 +167,12 @@ func (b *bench) sampleRest(ctx context.Context, works int) ([]restProc, error) {
 		s := slices.Clone(samples[j])
 		slices.SortFunc(s, func(a, b testutil.Memory) int { return cmp.Compare(a.RSS, b.RSS) })
 		med := s[len(s)/2]
-		text := t.metrics()
+		text := parseMetrics(t.metrics())
 		out[j] = restProc{name: t.name, role: t.role, rss: med.RSS, anon: med.Anon, file: med.File, note: t.note,
-			heap:       int64(promValue(text, "go_memstats_heap_inuse_bytes")),
-			goroutines: int(promValue(text, "go_goroutines"))}
+			heap:       int64(text["go_memstats_heap_inuse_bytes"]),
+			goroutines: int(text["go_goroutines"])}
 	}
 	return out, nil
-}
-
-// promValue is the value of an unlabelled sample in a /metrics text (0 if
-// absent).
-func promValue(text, name string) float64 {
-	for line := range strings.SplitSeq(text, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			var f float64
-			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%g", &f); err == nil {
-				return f
-			}
-		}
-	}
-	return 0
 }
 
 // deleteRest deletes the at-rest MyApps and waits until their Works are

@@ -628,15 +628,23 @@ func (f *Fleet) KillHub() error {
 
 // AgentLeader returns the name of member's leading agent replica.
 func (f *Fleet) AgentLeader(member string) (string, error) {
+	name, _, err := f.AgentLeaderMetrics(member)
+	return name, err
+}
+
+// AgentLeaderMetrics returns the name of member's leading agent replica
+// and the /metrics text that showed it leads, so a caller that wants both
+// scrapes once.
+func (f *Fleet) AgentLeaderMetrics(member string) (name, metrics string, err error) {
 	f.mu.Lock()
 	agents := append([]*Supervised(nil), f.agents[member]...)
 	f.mu.Unlock()
 	for _, a := range agents {
-		if IsLeader(a.Metrics()) {
-			return a.Name, nil
+		if text := a.Metrics(); IsLeader(text) {
+			return a.Name, text, nil
 		}
 	}
-	return "", fmt.Errorf("no agent of %s leads", member)
+	return "", "", fmt.Errorf("no agent of %s leads", member)
 }
 
 // AgentReplicas names member's agent replicas.
