@@ -75,19 +75,18 @@ func (h memberClusterHandler) enqueue(ctx context.Context, obj client.Object, q 
 		return
 	}
 	first, rest := h.r.appsOfCluster(ctx, obj.GetName())
-	pq, isPQ := q.(priorityqueue.PriorityQueue[reconcile.Request])
-	if allLow && isPQ {
-		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, first...)
-	} else {
+	if !allLow {
 		for _, req := range first {
 			q.Add(req)
 		}
+		first = nil
 	}
-	if isPQ {
-		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, rest...)
+	low := append(first, rest...)
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, low...)
 		return
 	}
-	for _, req := range rest {
+	for _, req := range low {
 		q.Add(req)
 	}
 }
