@@ -70,8 +70,11 @@ type Reconciler struct {
 	// exported is what exportMetrics last published per MyApp
 	// (types.NamespacedName -> *exportedSeries).
 	exported sync.Map
-	keyMu    sync.Mutex
-	key      []byte
+	// lingers holds when the apps over many clusters were last
+	// reconciled, for their Work events to linger (see linger).
+	lingers lingers
+	keyMu   sync.Mutex
+	key     []byte
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -115,7 +118,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// that has, or a stale status could stay (level-based: the extra
 		// reconcile finds nothing to do once the cache has caught up).
 		For(&flotillav1.MyApp{}).
-		Watches(&flotillav1.Work{}, handler.EnqueueRequestsFromMapFunc(workToMyApp)).
+		Watches(&flotillav1.Work{}, workHandler{r}).
 		Watches(&flotillav1.MemberCluster{}, memberClusterHandler{r},
 			builder.WithPredicates(placementRelevant{})).
 		Watches(&flotillav1.FleetNamespacePolicy{}, handler.EnqueueRequestsFromMapFunc(r.policyToMyApps)).
@@ -136,10 +139,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			// The MyApp is gone: remove Works it may have left behind (a
 			// Work written before its finalizer was, for example).
 			r.clearRollout(req.Namespace, req.Name)
+			r.lingers.forget(req.NamespacedName)
 			return r.deleteWorks(ctx, req.Namespace, req.Name)
 		}
 		return reconcile.Result{}, fmt.Errorf("getting MyApp %s: %w", req, err)
 	}
+	began := r.now()
+	r.lingers.reconciled(req.NamespacedName, len(app.Status.Clusters), began)
 	if !app.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, app)
 	}
@@ -159,6 +165,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, werr
 		}
 		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	if n := len(d.status.Clusters); n > len(app.Status.Clusters) {
+		// A new app over many clusters lingers from its first reconcile,
+		// the one that writes its Works, not from the first status write.
+		r.lingers.reconciled(req.NamespacedName, n, began)
 	}
 	return r.write(ctx, s, d, start)
 }

@@ -30,6 +30,54 @@ func workToMyApp(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
+// workHandler enqueues the MyApp a Work belongs to (workToMyApp), at once,
+// or, for an app over many clusters reconciled less than its linger ago,
+// at the end of that linger (see linger). Like controller-runtime's own
+// handlers it adds a Work of the informer's initial list, or a resync (the
+// same resourceVersion), at handler.LowPriority.
+type workHandler struct{ r *Reconciler }
+
+var _ handler.TypedEventHandler[client.Object, reconcile.Request] = workHandler{}
+
+func (h workHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, e.Object, q, e.IsInInitialList)
+}
+
+func (h workHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	unchanged := e.ObjectOld != nil && e.ObjectNew != nil && e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion()
+	h.enqueue(ctx, e.ObjectNew, q, unchanged)
+}
+
+func (h workHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, e.Object, q, false)
+}
+
+func (h workHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, e.Object, q, false)
+}
+
+func (h workHandler) enqueue(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], low bool) {
+	if obj == nil {
+		return
+	}
+	for _, req := range workToMyApp(ctx, obj) {
+		after := h.r.lingers.wait(req.NamespacedName, h.r.now())
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			opts := priorityqueue.AddOpts{After: after}
+			if low {
+				opts.Priority = ptr.To(handler.LowPriority)
+			}
+			pq.AddWithOpts(opts, req)
+			continue
+		}
+		if after > 0 {
+			q.AddAfter(req, after)
+			continue
+		}
+		q.Add(req)
+	}
+}
+
 // memberClusterHandler enqueues every MyApp on a MemberCluster change: any
 // of them may move. Those the changed cluster runs or ran replicas of (it
 // is in their status) are added at normal priority; every other at
