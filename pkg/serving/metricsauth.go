@@ -1,27 +1,51 @@
 package serving
 
 import (
+	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
+// How long a review's answer is reused, as kube's own delegating
+// authenticator and authorizer do for an aggregated apiserver: an accepted
+// token for a minute, a refused one 10 s; an allowed identity five
+// minutes, a denied one 30 s. At most reviewCacheSize answers of each kind
+// are kept: made-up tokens cannot grow the process.
+const (
+	acceptedTokenTTL = time.Minute
+	refusedTokenTTL  = 10 * time.Second
+	allowedTTL       = 5 * time.Minute
+	deniedTTL        = 30 * time.Second
+	reviewCacheSize  = 4096
+	reviewTimeout    = 10 * time.Second
+)
+
+// reviewBackoff retries a review that failed to reach the apiserver (or
+// that it could not answer: 429, 5xx).
+var reviewBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+
 // metricsAuth is the secure /metrics filter: the request's bearer token
 // must pass a TokenReview and its identity a SubjectAccessReview for the
-// non-resource URL, both against the process's own apiserver (cached: an
-// accepted token for a minute, an allowed identity five, a denied one 30 s).
+// non-resource URL, both against the process's own apiserver, with their
+// answers cached (see acceptedTokenTTL).
 //
 // It answers like kube-apiserver does: 401 for any request it cannot
 // authenticate (no token, a token of another cluster, a made-up or
@@ -30,6 +54,12 @@ import (
 // invalid token, and a scraper's operator would then look for a server
 // fault), 403 for an identity not allowed /metrics, 500 only when the
 // authorization could not be decided.
+//
+// It is the two reviews, written here rather than taken from
+// k8s.io/apiserver's delegating authenticator and authorizer: those bring
+// some 185 packages (CEL, OpenTelemetry, component-base) into both
+// binaries for two API calls, and the agent's memory is mostly its
+// binary's pages (docs/benchmarks.md).
 func metricsAuth(config *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
 	authn, err := authenticationv1.NewForConfigAndClient(config, httpClient)
 	if err != nil {
@@ -39,49 +69,257 @@ func metricsAuth(config *rest.Config, httpClient *http.Client) (metricsserver.Fi
 	if err != nil {
 		return nil, err
 	}
-	// Retries of a review that failed to reach the apiserver.
-	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
-	authenticator, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
-		CacheTTL:                 time.Minute,
-		TokenAccessReviewClient:  authn,
-		TokenAccessReviewTimeout: 10 * time.Second,
-		WebhookRetryBackoff:      backoff,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("metrics authentication: %w", err)
+	rv := &reviewer{
+		tokens:  authn.TokenReviews(),
+		access:  authz.SubjectAccessReviews(),
+		idents:  newAnswerCache[identity](reviewCacheSize),
+		answers: newAnswerCache[decision](reviewCacheSize),
+		now:     time.Now,
 	}
-	authorize, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: authz,
-		AllowCacheTTL:             5 * time.Minute,
-		DenyCacheTTL:              30 * time.Second,
-		WebhookRetryBackoff:       backoff,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("metrics authorization: %w", err)
-	}
-	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			res, ok, err := authenticator.AuthenticateRequest(req)
-			if err != nil || !ok {
-				if err != nil {
-					log.Info("refused a /metrics request: its token was not accepted", "remote", req.RemoteAddr, "reason", err.Error())
-				}
+	return rv.filter, nil
+}
+
+// filter is the metricsserver.Filter of rv.
+func (rv *reviewer) filter(log logr.Logger, next http.Handler) (http.Handler, error) {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		id, err := rv.authenticate(req.Context(), req)
+		if err != nil {
+			if errors.Is(err, errNoToken) {
 				http.Error(w, "Unauthorized", http.StatusUnauthorized)
 				return
 			}
-			attrs := authorizer.AttributesRecord{User: res.User, Verb: strings.ToLower(req.Method), Path: req.URL.Path}
-			decision, reason, err := authorize.Authorize(req.Context(), attrs)
-			if err != nil {
-				log.Error(err, "could not authorize a /metrics request", "user", res.User.GetName())
-				http.Error(w, "authorization could not be decided", http.StatusInternalServerError)
-				return
+			log.Info("refused a /metrics request: its token was not accepted", "remote", req.RemoteAddr, "reason", err.Error())
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		verb := strings.ToLower(req.Method)
+		d, err := rv.authorize(req.Context(), id, verb, req.URL.Path)
+		if err != nil {
+			log.Error(err, "could not authorize a /metrics request", "user", id.user.Username)
+			http.Error(w, "authorization could not be decided", http.StatusInternalServerError)
+			return
+		}
+		if !d.allowed {
+			http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, path=%s): %s", id.user.Username, verb, req.URL.Path, d.reason), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, req)
+	}), nil
+}
+
+// reviewer asks the apiserver who a token is and what it may do.
+type reviewer struct {
+	tokens  authenticationv1.TokenReviewInterface
+	access  authorizationv1.SubjectAccessReviewInterface
+	idents  *answerCache[identity]
+	answers *answerCache[decision]
+	now     func() time.Time
+}
+
+// identity is a TokenReview's answer: the user, or why the token was
+// refused (user unset).
+type identity struct {
+	user    authnv1.UserInfo
+	refused string
+}
+
+// decision is a SubjectAccessReview's answer.
+type decision struct {
+	allowed bool
+	reason  string
+}
+
+// authenticatedGroup is the group of every authenticated user.
+const authenticatedGroup = "system:authenticated"
+
+// errNoToken is a request without a bearer token.
+var errNoToken = errors.New("no bearer token")
+
+// bearerToken is the token of an "Authorization: Bearer <token>" header,
+// as kube-apiserver reads it.
+func bearerToken(req *http.Request) (string, bool) {
+	parts := strings.SplitN(strings.TrimSpace(req.Header.Get("Authorization")), " ", 3)
+	if len(parts) < 2 || !strings.EqualFold(parts[0], "bearer") || parts[1] == "" {
+		return "", false
+	}
+	return parts[1], true
+}
+
+// authenticate returns the identity of req's bearer token, or an error
+// saying why it has none.
+func (rv *reviewer) authenticate(ctx context.Context, req *http.Request) (identity, error) {
+	token, ok := bearerToken(req)
+	if !ok {
+		return identity{}, errNoToken
+	}
+	// The key is the token's hash: the cache holds no credential.
+	key := fmt.Sprintf("%x", sha256.Sum256([]byte(token)))
+	id, ok := rv.idents.get(key, rv.now())
+	if !ok {
+		review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
+		var answer *authnv1.TokenReview
+		err := retryReview(func() error {
+			ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+			defer cancel()
+			var err error
+			answer, err = rv.tokens.Create(ctx, review, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			// Not cached: the next request asks again.
+			return identity{}, fmt.Errorf("the TokenReview failed: %w", err)
+		}
+		ttl := acceptedTokenTTL
+		if answer.Status.Authenticated {
+			id = identity{user: answer.Status.User}
+			// As kube's authenticators do for every authenticated user.
+			if !slices.Contains(id.user.Groups, authenticatedGroup) {
+				id.user.Groups = append(slices.Clone(id.user.Groups), authenticatedGroup)
 			}
-			if decision != authorizer.DecisionAllow {
-				http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, path=%s): %s", res.User.GetName(), attrs.Verb, attrs.Path, reason), http.StatusForbidden)
-				return
+		} else {
+			ttl = refusedTokenTTL
+			id = identity{refused: answer.Status.Error}
+			if id.refused == "" {
+				id.refused = "the apiserver did not authenticate the token"
 			}
-			next.ServeHTTP(w, req)
-		}), nil
-	}, nil
+		}
+		rv.idents.put(key, id, rv.now(), ttl)
+	}
+	if id.refused != "" {
+		return identity{}, errors.New(id.refused)
+	}
+	return id, nil
+}
+
+// authorize asks whether id may verb the non-resource path.
+func (rv *reviewer) authorize(ctx context.Context, id identity, verb, path string) (decision, error) {
+	extra := make(map[string]authzv1.ExtraValue, len(id.user.Extra))
+	for k, v := range id.user.Extra {
+		extra[k] = authzv1.ExtraValue(v)
+	}
+	spec := authzv1.SubjectAccessReviewSpec{
+		User: id.user.Username, UID: id.user.UID, Groups: id.user.Groups, Extra: extra,
+		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb},
+	}
+	key := accessKey(spec)
+	if d, ok := rv.answers.get(key, rv.now()); ok {
+		return d, nil
+	}
+	var answer *authzv1.SubjectAccessReview
+	err := retryReview(func() error {
+		ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+		defer cancel()
+		var err error
+		answer, err = rv.access.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return decision{}, fmt.Errorf("the SubjectAccessReview failed: %w", err)
+	}
+	d := decision{allowed: answer.Status.Allowed && !answer.Status.Denied, reason: answer.Status.Reason}
+	if !d.allowed && answer.Status.EvaluationError != "" && d.reason == "" {
+		d.reason = answer.Status.EvaluationError
+	}
+	ttl := allowedTTL
+	if !d.allowed {
+		ttl = deniedTTL
+	}
+	rv.answers.put(key, d, rv.now(), ttl)
+	return d, nil
+}
+
+// accessKey identifies a SubjectAccessReview's question: the whole
+// identity and the request, with groups and extra values in their order
+// and extra keys sorted.
+func accessKey(s authzv1.SubjectAccessReviewSpec) string {
+	var b strings.Builder
+	field := func(v string) { fmt.Fprintf(&b, "%d:%s;", len(v), v) }
+	field(s.User)
+	field(s.UID)
+	field(s.NonResourceAttributes.Verb)
+	field(s.NonResourceAttributes.Path)
+	fmt.Fprintf(&b, "g%d;", len(s.Groups))
+	for _, g := range s.Groups {
+		field(g)
+	}
+	keys := make([]string, 0, len(s.Extra))
+	for k := range s.Extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		field(k)
+		fmt.Fprintf(&b, "v%d;", len(s.Extra[k]))
+		for _, v := range s.Extra[k] {
+			field(v)
+		}
+	}
+	return b.String()
+}
+
+// retryReview calls create until it succeeds, fails for good (a 4xx other
+// than 429: asking again gets the same answer), or reviewBackoff runs out.
+func retryReview(create func() error) error {
+	return retry.OnError(reviewBackoff, func(err error) bool {
+		var status apierrors.APIStatus
+		if !errors.As(err, &status) {
+			return true // the apiserver was not reached
+		}
+		code := status.Status().Code
+		return code == http.StatusTooManyRequests || code >= 500 || code == 0
+	}, create)
+}
+
+// answerCache keeps answers until they expire, at most size of them: a
+// put into a full cache first drops the expired answers and, if none
+// were, every answer (a flood of new tokens then costs reviews, not
+// memory).
+type answerCache[T any] struct {
+	mu      sync.Mutex
+	size    int
+	entries map[string]cached[T]
+}
+
+type cached[T any] struct {
+	value   T
+	expires time.Time
+}
+
+func newAnswerCache[T any](size int) *answerCache[T] {
+	return &answerCache[T]{size: size, entries: map[string]cached[T]{}}
+}
+
+func (c *answerCache[T]) get(key string, now time.Time) (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || !now.Before(e.expires) {
+		var zero T
+		return zero, false
+	}
+	return e.value, true
+}
+
+// put keeps value for key from now for ttl.
+func (c *answerCache[T]) put(key string, value T, now time.Time, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.size {
+		for k, e := range c.entries {
+			if !now.Before(e.expires) {
+				delete(c.entries, k)
+			}
+		}
+		if len(c.entries) >= c.size {
+			clear(c.entries)
+		}
+	}
+	c.entries[key] = cached[T]{value: value, expires: now.Add(ttl)}
+}
+
+// len is how many answers the cache holds.
+func (c *answerCache[T]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
 }
