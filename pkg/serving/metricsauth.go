@@ -24,14 +24,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
-// How long a review's answer is reused, as kube's own delegating
-// authenticator and authorizer do for an aggregated apiserver: an accepted
-// token for a minute, a refused one 10 s; an allowed identity five
-// minutes, a denied one 30 s. At most reviewCacheSize answers of each kind
+// How long a review's answer is reused, as the delegating authenticator
+// and authorizer of k8s.io/apiserver were configured here before: a
+// token's answer, accepted or refused, for a minute; an allowed identity
+// five minutes, a denied one 30 s. At most reviewCacheSize answers of each kind
 // are kept: made-up tokens cannot grow the process.
 const (
 	acceptedTokenTTL = time.Minute
-	refusedTokenTTL  = 10 * time.Second
+	refusedTokenTTL  = time.Minute
 	allowedTTL       = 5 * time.Minute
 	deniedTTL        = 30 * time.Second
 	reviewCacheSize  = 4096

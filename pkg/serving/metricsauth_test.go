@@ -182,8 +182,7 @@ func serve(rv *reviewer, token string) int {
 }
 
 // Answers are reused within their TTL and asked again after it; a
-// refused token is cached for less time than an accepted one; the
-// authenticated group is added; a review that cannot reach the apiserver
+// denial is cached for less time than an allowance; the authenticated group is added; a review that cannot reach the apiserver
 // is retried and, when it fails for good, not cached.
 func TestReviewerCachesAnswersForTheirTTL(t *testing.T) {
 	orig := reviewBackoff
@@ -224,25 +223,20 @@ func TestReviewerCachesAnswersForTheirTTL(t *testing.T) {
 	if tc, sc := f.tokenCalls.Load(), f.sarCalls.Load(); tc != 3 || sc != 2 {
 		t.Fatalf("within the TTLs: %d TokenReviews and %d SubjectAccessReviews, want 3 and 2 (answers reused)", tc, sc)
 	}
-	// 11 s: the refused token is asked again, the accepted ones are not.
-	now = now.Add(2 * time.Second)
-	serve(rv, "made-up")
-	serve(rv, "scraper-token")
-	if tc := f.tokenCalls.Load(); tc != 4 {
-		t.Fatalf("after 11 s: %d TokenReviews, want 4 (only the refused token's answer expired)", tc)
-	}
 	// 31 s: the denied identity is asked again, the allowed one is not.
-	now = now.Add(20 * time.Second)
+	now = now.Add(22 * time.Second)
 	serve(rv, "nobody-token")
 	serve(rv, "scraper-token")
-	if sc := f.sarCalls.Load(); sc != 3 {
-		t.Fatalf("after 31 s: %d SubjectAccessReviews, want 3 (only the denial expired)", sc)
+	if tc, sc := f.tokenCalls.Load(), f.sarCalls.Load(); tc != 3 || sc != 3 {
+		t.Fatalf("after 31 s: %d TokenReviews and %d SubjectAccessReviews, want 3 and 3 (only the denial expired)", tc, sc)
 	}
-	// 61 s: the accepted token is reviewed again.
+	// 61 s: the tokens' answers, accepted or refused, expired; the
+	// allowed identity's has not.
 	now = now.Add(30 * time.Second)
+	serve(rv, "made-up")
 	serve(rv, "scraper-token")
-	if tc := f.tokenCalls.Load(); tc != 5 {
-		t.Fatalf("after 61 s: %d TokenReviews, want 5 (the accepted token's answer expired)", tc)
+	if tc, sc := f.tokenCalls.Load(), f.sarCalls.Load(); tc != 5 || sc != 3 {
+		t.Fatalf("after 61 s: %d TokenReviews and %d SubjectAccessReviews, want 5 and 3 (the tokens asked again)", tc, sc)
 	}
 
 	// The apiserver unavailable twice, then back: retried, then served.
