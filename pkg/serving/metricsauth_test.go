@@ -182,8 +182,9 @@ func serve(rv *reviewer, token string) int {
 }
 
 // Answers are reused within their TTL and asked again after it; a
-// denial is cached for less time than an allowance; the authenticated group is added; a review that cannot reach the apiserver
-// is retried and, when it fails for good, not cached.
+// denial is cached for less time than an allowance; the authenticated
+// group is added; a review that cannot reach the apiserver is retried
+// and, when it fails for good, not cached.
 func TestReviewerCachesAnswersForTheirTTL(t *testing.T) {
 	orig := reviewBackoff
 	reviewBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
