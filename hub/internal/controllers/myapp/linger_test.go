@@ -105,7 +105,7 @@ func TestWorkEventsOfAnAppOverManyClustersLinger(t *testing.T) {
 			q := newQueue()
 			defer q.ShutDown()
 			r := &Reconciler{}
-			h := workHandler{r}
+			h := byEvent{workHandler{r}}
 			r.lingers.reconciled(big, clusters, time.Now())
 			r.lingers.reconciled(small, 3, time.Now())
 
@@ -157,7 +157,7 @@ func TestWorkEventsKeepControllerRuntimePriorities(t *testing.T) {
 	app := types.NamespacedName{Namespace: "team", Name: "three"}
 	ctx := context.Background()
 	r := &Reconciler{Clock: clocktesting.NewFakePassiveClock(time.Now())}
-	h := workHandler{r}
+	h := byEvent{workHandler{r}}
 	for _, c := range []struct {
 		name string
 		send func(q workqueue.TypedRateLimitingInterface[reconcile.Request])

@@ -118,8 +118,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// that has, or a stale status could stay (level-based: the extra
 		// reconcile finds nothing to do once the cache has caught up).
 		For(&flotillav1.MyApp{}).
-		Watches(&flotillav1.Work{}, workHandler{r}).
-		Watches(&flotillav1.MemberCluster{}, memberClusterHandler{r},
+		Watches(&flotillav1.Work{}, byEvent{workHandler{r}}).
+		Watches(&flotillav1.MemberCluster{}, byEvent{memberClusterHandler{r}},
 			builder.WithPredicates(placementRelevant{})).
 		Watches(&flotillav1.FleetNamespacePolicy{}, handler.EnqueueRequestsFromMapFunc(r.policyToMyApps)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).

@@ -37,22 +37,33 @@ func workToMyApp(_ context.Context, obj client.Object) []reconcile.Request {
 // same resourceVersion), at handler.LowPriority.
 type workHandler struct{ r *Reconciler }
 
-var _ handler.TypedEventHandler[client.Object, reconcile.Request] = workHandler{}
+var _ handler.TypedEventHandler[client.Object, reconcile.Request] = byEvent{workHandler{}}
 
-func (h workHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// lowEnqueuer enqueues what obj maps to; low says the event changes
+// nothing (the informer's initial list, a resync).
+type lowEnqueuer interface {
+	enqueue(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], low bool)
+}
+
+// byEvent is the event handler of an enqueuer: a Create of the initial
+// list and an Update that keeps the resourceVersion (a resync) are low,
+// every other event is not.
+type byEvent struct{ lowEnqueuer }
+
+func (h byEvent) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(ctx, e.Object, q, e.IsInInitialList)
 }
 
-func (h workHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h byEvent) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	unchanged := e.ObjectOld != nil && e.ObjectNew != nil && e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion()
 	h.enqueue(ctx, e.ObjectNew, q, unchanged)
 }
 
-func (h workHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h byEvent) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(ctx, e.Object, q, false)
 }
 
-func (h workHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h byEvent) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(ctx, e.Object, q, false)
 }
 
@@ -92,29 +103,11 @@ func (h workHandler) enqueue(ctx context.Context, obj client.Object, q workqueue
 // out.
 type memberClusterHandler struct{ r *Reconciler }
 
-var _ handler.TypedEventHandler[client.Object, reconcile.Request] = memberClusterHandler{}
-
-// Create: a MemberCluster of the informer's initial list (the hub
-// starting) changes nothing, and every MyApp is reconciled at start anyway,
-// so all are added at low priority, as controller-runtime's own handlers
-// do; a new MemberCluster, as any change.
-func (h memberClusterHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(ctx, e.Object, q, e.IsInInitialList)
-}
-
-// Update: a resync (the same resourceVersion) changes nothing either.
-func (h memberClusterHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	unchanged := e.ObjectOld != nil && e.ObjectNew != nil && e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion()
-	h.enqueue(ctx, e.ObjectNew, q, unchanged)
-}
-
-func (h memberClusterHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(ctx, e.Object, q, false)
-}
-
-func (h memberClusterHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(ctx, e.Object, q, false)
-}
+// The initial list (the hub starting) changes nothing, and every MyApp is
+// reconciled at start anyway; a resync changes nothing either: both add
+// every app at low priority (byEvent), as controller-runtime's own
+// handlers do.
+var _ lowEnqueuer = memberClusterHandler{}
 
 // enqueue adds every MyApp; allLow puts the apps that use the cluster at
 // low priority too.

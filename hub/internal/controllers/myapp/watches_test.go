@@ -51,7 +51,7 @@ func TestMemberClusterChangeEnqueuesItsAppsFirst(t *testing.T) {
 		objs = append(objs, app)
 	}
 	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
-	h := memberClusterHandler{r}
+	h := byEvent{memberClusterHandler{r}}
 	lost := &flotillav1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "lost", ResourceVersion: "1"}}
 	// The change: the cluster tainted, say (a new resourceVersion).
 	changed := lost.DeepCopy()
