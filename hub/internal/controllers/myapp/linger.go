@@ -44,31 +44,25 @@ func linger(clusters int) time.Duration {
 	return min(maxLinger, time.Duration(clusters)*lingerPerCluster)
 }
 
-// lingers remembers, per app over lingerMinClusters clusters or more, when
-// its last reconcile began and over how many clusters.
+// lingers remembers, per app over lingerMinClusters clusters or more,
+// when its linger ends: its last reconcile's start plus linger(clusters).
 type lingers struct {
-	m sync.Map // types.NamespacedName -> *lingerMark
-}
-
-type lingerMark struct {
-	clusters atomic.Int64
-	began    atomic.Int64 // Unix nanoseconds
+	m sync.Map // types.NamespacedName -> *atomic.Int64 (Unix nanoseconds)
 }
 
 // reconciled records that a reconcile of app, whose status names clusters
 // clusters, began at now.
 func (l *lingers) reconciled(app types.NamespacedName, clusters int, now time.Time) {
-	if linger(clusters) == 0 {
+	d := linger(clusters)
+	if d == 0 {
 		l.m.Delete(app)
 		return
 	}
 	v, ok := l.m.Load(app)
 	if !ok {
-		v, _ = l.m.LoadOrStore(app, &lingerMark{})
+		v, _ = l.m.LoadOrStore(app, new(atomic.Int64))
 	}
-	mark := v.(*lingerMark)
-	mark.clusters.Store(int64(clusters))
-	mark.began.Store(now.UnixNano())
+	v.(*atomic.Int64).Store(now.Add(d).UnixNano())
 }
 
 // wait is how long a Work event of app seen at now waits before it
@@ -79,9 +73,7 @@ func (l *lingers) wait(app types.NamespacedName, now time.Time) time.Duration {
 	if !ok {
 		return 0
 	}
-	mark := v.(*lingerMark)
-	due := time.Unix(0, mark.began.Load()).Add(linger(int(mark.clusters.Load())))
-	return max(0, due.Sub(now))
+	return max(0, time.Unix(0, v.(*atomic.Int64).Load()).Sub(now))
 }
 
 // forget drops app (deleted).
