@@ -65,7 +65,9 @@ type WorkStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=4
 	Health []SignalStatus `json:"health,omitempty"`
-	// LastReportTime is when the agent last reported.
+	// LastReportTime is when the hub wrote the agent's last report that
+	// changed this status (a report that changes nothing, as agents send
+	// on every reconnect, is not written).
 	// +optional
 	LastReportTime *metav1.Time `json:"lastReportTime,omitempty"`
 }

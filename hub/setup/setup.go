@@ -401,7 +401,7 @@ func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, leaderLease
 // MemberCluster health controller to mgr.
 func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reconciler, error) {
 	tracker := membercluster.NewTracker(5 * time.Second)
-	statusWriter := &syncbridge.StatusWriter{Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(), MaxPendingBytes: opts.MemberStatusBufferBytes}
+	statusWriter := &syncbridge.StatusWriter{Client: mgr.GetClient(), Reader: mgr.GetCache(), Informers: mgr.GetCache(), APIReader: mgr.GetAPIReader(), MaxPendingBytes: opts.MemberStatusBufferBytes}
 	if err := mgr.Add(statusWriter); err != nil {
 		return nil, nil, err
 	}

@@ -653,12 +653,47 @@ func (s *scenarios) hubRestart(ctx context.Context) error {
 	if st, err = s.e.agents.stats(); err != nil {
 		return err
 	}
+	// What the restart cost the hub cluster: the agents report every
+	// Work's status again; the hub writes those that changed (none here)
+	// and reconciles every MyApp once at start.
+	quiet, m := s.waitHubQueuesEmpty(ctx, o.timeout)
+	writes := metricSum(m, "flotilla_work_status_writes_total", `result="written"`)
+	reconciles := metricSum(m, "controller_runtime_reconcile_total", `controller="myapp"`)
+	s.r.add(5, "status-writes", "", writes, fmt.Sprintf("Work status writes by the new hub (%d Works, none changed)", st.Works))
+	s.r.add(5, "myapp-reconciles-per-app", "", reconciles/float64(max(o.apps, 1)), "by the new hub, until its queues were empty")
+	s.logf("the new hub's queues were empty %s after it started: %.0f Work status writes, %.0f MyApp reconciles", quiet.Round(time.Second), writes, reconciles)
 	s.r.add(5, "resync-s", "s", resync.Seconds(), "hub started -> every agent's stream synced again; goal < 60 s")
 	s.r.add(5, "reapplied", "", float64(st.Applies-before.Applies), "applies after the restart (goal 0)")
 	s.r.add(5, "pruned-or-deleted", "", float64(st.Prunes+st.Deletes+st.Orphans-before.Prunes-before.Deletes-before.Orphans), "Works removed by the restart (goal 0)")
 	s.logf("all agents resynced %s after the hub started; %d applies, %d removals since", resync.Round(time.Millisecond),
 		st.Applies-before.Applies, st.Prunes+st.Deletes+st.Orphans-before.Prunes-before.Deletes-before.Orphans)
 	return nil
+}
+
+// waitHubQueuesEmpty waits until the hub's MyApp and Work status queues
+// are empty (it has done what the last events asked for) and returns how
+// long after the call that was, and the hub's metrics then.
+func (s *scenarios) waitHubQueuesEmpty(ctx context.Context, timeout time.Duration) (time.Duration, string) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		m := s.e.hubMetrics()
+		busy := 0.0
+		for _, q := range []string{"myapp", "work-status"} {
+			busy += metricSum(m, "workqueue_depth", `name="`+q+`"`) + metricSum(m, "workqueue_unfinished_work_seconds", `name="`+q+`"`)
+		}
+		if m != "" && busy == 0 || time.Now().After(deadline) {
+			if busy != 0 {
+				s.logf("the hub's queues were not empty within %s; figures as they stand", timeout)
+			}
+			return time.Since(start), m
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), m
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // latest is the latest of the times.

@@ -56,10 +56,11 @@ var (
 		Help: "Member clusters by Ready state (true, false, unknown).",
 	}, []string{"ready"})
 
-	// WorkStatusWrites counts Work status patches written from agent reports.
+	// WorkStatusWrites counts agent reports by what the status writer did
+	// with them.
 	WorkStatusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flotilla_work_status_writes_total",
-		Help: "Work status patches written from agent reports, by result.",
+		Help: "Agent reports by what the Work status writer did: written, unchanged (equal to the status it last wrote, or to the cached status once its cache is known fresh; not written), error, rejected.",
 	}, []string{"result"})
 
 	// WorkStatusDropped counts agent reports the status writer dropped

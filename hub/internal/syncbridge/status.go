@@ -6,13 +6,17 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -35,8 +39,19 @@ type StatusWriter struct {
 	// Reader reads Works (the cache).
 	Reader client.Reader
 	// APIReader reads a Work from the apiserver, not the cache, when a
-	// write was refused (see replaced); nil uses Reader.
+	// write was refused (see replaced), and the resourceVersion this
+	// writer starts at (see Informers); nil uses Reader.
 	APIReader client.Reader
+	// Informers, when set, is the cache Reader reads Works from; it lets
+	// the writer skip a report that equals the status the cache holds
+	// (its report time aside) for a Work this writer has not written
+	// itself, once the cache has shown a Work at or past the
+	// resourceVersion the writer started at, so that every write of an
+	// earlier leader is in it (see trustCache). An agent reports every
+	// Work again after each reconnect: without this, every start of the
+	// hub (a restart, a failover to another replica) rewrote the status of
+	// every Work in the fleet, and each rewrite reconciled its MyApp.
+	Informers informerGetter
 	// Workers is the number of parallel writers (default 8).
 	Workers int
 	// MaxPendingBytes bounds, per cluster, the reports waiting to be
@@ -58,6 +73,17 @@ type StatusWriter struct {
 	written map[client.ObjectKey]*writtenStatus
 	queue   workqueue.TypedRateLimitingInterface[client.ObjectKey]
 	once    sync.Once
+	// busy counts the workers between taking a report and finishing it.
+	busy atomic.Int32
+	// cacheTrusted says the cache holds every status written before this
+	// writer started (see trustCache).
+	cacheTrusted atomic.Bool
+}
+
+// informerGetter is the part of controller-runtime's cache the writer
+// uses to learn how far its Work informer has come.
+type informerGetter interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
 }
 
 var _ syncserver.StatusSink = (*StatusWriter)(nil)
@@ -170,6 +196,9 @@ func (w *StatusWriter) NeedLeaderElection() bool { return true }
 // Start runs the workers until ctx ends.
 func (w *StatusWriter) Start(ctx context.Context) error {
 	w.init()
+	if stop := w.trustCache(ctx); stop != nil {
+		defer stop()
+	}
 	var wg sync.WaitGroup
 	for range w.Workers {
 		wg.Add(1)
@@ -191,6 +220,10 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
+	// busy before takePending, so Idle never sees the report in neither
+	// place.
+	w.busy.Add(1)
+	defer w.busy.Add(-1)
 	p := w.takePending(key)
 	if p == nil {
 		w.queue.Forget(key)
@@ -223,9 +256,12 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 
 // write replaces the Work's status with status (see statusPatch). It skips the
 // write when status equals the last one this writer applied to the same
-// Work: the cache is not asked, because a cache that has not yet seen the
-// previous write could make a needed write look like a no-op, and nothing
-// would come back to fix it.
+// Work. For a Work this writer has not written (since it started, or since
+// a write whose outcome it does not know), it skips the write when status
+// equals the cached Work's status, report time aside, and the cache is
+// trusted (trustCache): the cache is never asked about a Work this writer
+// wrote, because a cache that has not yet seen that write could make a
+// needed write look like a no-op, and nothing would come back to fix it.
 func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *flotillav1.WorkStatus) error {
 	work := &flotillav1.Work{}
 	if err := w.Reader.Get(ctx, key, work); err != nil {
@@ -238,7 +274,14 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 	w.mu.Lock()
 	last := w.written[key]
 	w.mu.Unlock()
-	if last != nil && last.uid == work.UID && equality.Semantic.DeepEqual(last.status, status) {
+	if last != nil && last.uid == work.UID && last.status != nil && sameReport(last.status, status) {
+		metrics.WorkStatusWrites.WithLabelValues("unchanged").Inc()
+		return nil
+	}
+	// A status never written has no report time (and an agent's report is
+	// never empty).
+	if last == nil && w.cacheTrusted.Load() && work.Status.LastReportTime != nil && sameReport(&work.Status, status) {
+		w.remember(key, work.UID, status)
 		metrics.WorkStatusWrites.WithLabelValues("unchanged").Inc()
 		return nil
 	}
@@ -261,13 +304,100 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 			w.forget(key)
 			return nil
 		}
+		// The write may have happened anyway (a timeout): until a write
+		// succeeds, neither the last write nor the cache says what the
+		// Work holds.
+		w.remember(key, work.UID, nil)
 		return err
 	}
-	w.mu.Lock()
-	w.written[key] = &writtenStatus{uid: work.UID, status: status.DeepCopy()}
-	w.mu.Unlock()
+	w.remember(key, work.UID, status.DeepCopy())
 	metrics.WorkStatusWrites.WithLabelValues("written").Inc()
 	return nil
+}
+
+// remember records status as what key holds; nil says it is unknown.
+func (w *StatusWriter) remember(key client.ObjectKey, uid types.UID, status *flotillav1.WorkStatus) {
+	w.mu.Lock()
+	w.written[key] = &writtenStatus{uid: uid, status: status}
+	w.mu.Unlock()
+}
+
+// sameReport says whether a and b are the same report but for the report
+// time (the writer sets its own).
+func sameReport(a, b *flotillav1.WorkStatus) bool {
+	x := *a
+	x.LastReportTime = b.LastReportTime
+	return equality.Semantic.DeepEqual(&x, b)
+}
+
+// trustCache starts watching the Work informer for the point from which
+// its cache holds every status written before this writer started: an
+// event of a Work at or past the resourceVersion a consistent list returns
+// now. The writer runs on the leader only, and a leader starts after the
+// previous one stopped writing, so every write of a previous leader is at
+// or before that resourceVersion; informer handlers run after the cache
+// is updated, in order. Until that event the cache is not asked (the
+// writer writes every report, as without Informers); the writer's own first
+// write, or any other Work change, brings it. It returns the function that
+// removes the handler, or nil when it cannot watch (logged: the writer
+// then writes every report).
+func (w *StatusWriter) trustCache(ctx context.Context) (stop func()) {
+	w.cacheTrusted.Store(false)
+	if w.Informers == nil {
+		return nil
+	}
+	logger := log.FromContext(ctx).WithName("work-status")
+	r := w.APIReader
+	if r == nil {
+		r = w.Reader
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(flotillav1.GroupVersion.WithKind("WorkList"))
+	if err := r.List(ctx, list, client.Limit(1)); err != nil {
+		logger.Error(err, "reading the Works' resourceVersion; every agent report is written, unchanged ones too")
+		return nil
+	}
+	since := list.ResourceVersion
+	inf, err := w.Informers.GetInformer(ctx, &flotillav1.Work{})
+	if err != nil {
+		logger.Error(err, "getting the Work informer; every agent report is written, unchanged ones too")
+		return nil
+	}
+	seen := func(obj any) {
+		if w.cacheTrusted.Load() {
+			return
+		}
+		o, ok := obj.(metav1.Object)
+		if !ok {
+			return
+		}
+		if c, err := resourceversion.CompareResourceVersion(o.GetResourceVersion(), since); err == nil && c >= 0 {
+			w.cacheTrusted.Store(true)
+		}
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+	})
+	if err != nil {
+		logger.Error(err, "watching the Work informer; every agent report is written, unchanged ones too")
+		return nil
+	}
+	return func() { _ = inf.RemoveEventHandler(reg) }
+}
+
+// TrustsCache says whether the writer skips reports equal to the cached
+// status of Works it has not written (see trustCache).
+func (w *StatusWriter) TrustsCache() bool { return w.cacheTrusted.Load() }
+
+// Idle says whether no report waits to be written and none is being
+// written.
+func (w *StatusWriter) Idle() bool {
+	w.init()
+	w.mu.Lock()
+	n := len(w.pending)
+	w.mu.Unlock()
+	return n == 0 && w.queue.Len() == 0 && w.busy.Load() == 0
 }
 
 // statusPatch is a JSON patch that replaces a Work's status with status,
@@ -318,7 +448,8 @@ func (w *StatusWriter) forget(key client.ObjectKey) {
 	w.mu.Unlock()
 }
 
-// writtenStatus is the last status applied to a Work.
+// writtenStatus is the last status applied to a Work; status is nil when
+// a write's outcome is unknown.
 type writtenStatus struct {
 	uid    types.UID
 	status *flotillav1.WorkStatus
