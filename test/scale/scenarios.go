@@ -448,6 +448,7 @@ func (s *scenarios) duplicated(ctx context.Context) error {
 		return err
 	}
 	g := s.e.track.expect("app", names, appReady)
+	metricsBefore := s.e.hubMetrics()
 	sm := s.sample(nil)
 	start := time.Now()
 	s.logf("creating %d MyApps Duplicated to all %d members (%d Works)", o.dupApps, o.members, o.dupApps*o.members)
@@ -457,9 +458,23 @@ func (s *scenarios) duplicated(ctx context.Context) error {
 	}
 	met, err := s.e.track.wait(ctx, g, "Duplicated MyApps Ready", o.timeout)
 	peak, _ := sm.end()
+	// The hub's writes and reconciles while they converged, or until the
+	// wait gave up (counters of the same hub process: scenario 5, if it
+	// ran, came before).
+	metricsAfter := s.e.hubMetrics()
+	delta := func(name string, m ...string) float64 {
+		return metricSum(metricsAfter, name, m...) - metricSum(metricsBefore, name, m...)
+	}
+	reconciles := delta("controller_runtime_reconcile_total", `controller="myapp"`)
+	workWrites := delta("flotilla_work_status_writes_total", `result="written"`)
+	appWrites := delta("flotilla_myapp_status_writes_total")
+	s.logf("during scenario 3: %.0f MyApp reconciles, %.0f Work status writes, %.0f MyApp status writes", reconciles, workWrites, appWrites)
 	if err != nil {
 		return err
 	}
+	s.r.add(3, "myapp-reconciles", "", reconciles, fmt.Sprintf("of every MyApp (%d others exist)", len(s.appNames)))
+	s.r.add(3, "work-status-writes", "", workWrites, "")
+	s.r.add(3, "myapp-status-writes", "", appWrites, "")
 	all := latest(met).Sub(start)
 	after, err := s.e.agents.stats()
 	if err != nil {
