@@ -90,7 +90,9 @@ func workOf(app types.NamespacedName, cluster, rv string) *flotillav1.Work {
 func TestWorkEventsOfAnAppOverManyClustersLinger(t *testing.T) {
 	big := types.NamespacedName{Namespace: "team", Name: "everywhere"}
 	small := types.NamespacedName{Namespace: "team", Name: "three"}
-	const clusters = 40 // a linger of 200 ms
+	// A linger of 2 s: the events below must all be handled before it
+	// ends, even on a loaded machine under the race detector.
+	const clusters = 400
 	queues := map[string]func() workqueue.TypedRateLimitingInterface[reconcile.Request]{
 		"priority queue": func() workqueue.TypedRateLimitingInterface[reconcile.Request] {
 			return priorityqueue.New[reconcile.Request]("test")
@@ -112,7 +114,7 @@ func TestWorkEventsOfAnAppOverManyClustersLinger(t *testing.T) {
 			h.Update(ctx, event.UpdateEvent{ObjectOld: workOf(small, "a", "1"), ObjectNew: workOf(small, "a", "2")}, q)
 			h.Create(ctx, event.CreateEvent{Object: &flotillav1.Work{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "unlabelled"}}}, q)
 			for i := range clusters {
-				c := fmt.Sprintf("m%02d", i)
+				c := fmt.Sprintf("m%03d", i)
 				h.Update(ctx, event.UpdateEvent{ObjectOld: workOf(big, c, "1"), ObjectNew: workOf(big, c, "2")}, q)
 			}
 			if n := q.Len(); n != 1 {
@@ -135,14 +137,14 @@ func TestWorkEventsOfAnAppOverManyClustersLinger(t *testing.T) {
 			} else {
 				q.Done(req)
 			}
-			// The 40 events were one request.
+			// The events were one request.
 			time.Sleep(2 * linger(clusters))
 			if n := q.Len(); n != 0 {
 				t.Fatalf("%d more requests after the one that served the app's %d Work events, want 0: they are coalesced", n, clusters)
 			}
 			// Its linger over, the next event is served at once.
 			r.lingers.reconciled(big, clusters, time.Now().Add(-linger(clusters)))
-			h.Delete(ctx, event.DeleteEvent{Object: workOf(big, "m00", "3")}, q)
+			h.Delete(ctx, event.DeleteEvent{Object: workOf(big, "m000", "3")}, q)
 			if n := q.Len(); n != 1 {
 				t.Fatalf("an event after the linger: %d requests ready, want 1 at once", n)
 			}
