@@ -24,16 +24,23 @@ func MetricCollectors() []prometheus.Collector {
 	out = append(out, membercluster.Collectors()...)
 	out = append(out, syncserver.MetricCollectors()...)
 	out = append(out, push.MetricCollectors()...)
-	out = append(out, &expiryCollector{})
+	out = append(out, &expiryCollector{}, &metrics.AppSeries{})
 	return out
 }
 
 // addHubMetrics registers the metrics a hub computes from its own state
-// (the members' heartbeat ages) on opts.Registerer, else
+// (the members' heartbeat ages, the MyApps' per-cluster series) on opts.Registerer, else
 // controller-runtime's registry, and runs the leader gauge.
 func addHubMetrics(mgr manager.Manager, opts Options, hub *Hub) error {
 	// Another hub in this process (tests): the newest is described.
 	if err := promreg.Replace(opts.Registerer, &membercluster.HeartbeatCollector{Tracker: hub.Tracker}); err != nil {
+		return err
+	}
+	series := &metrics.AppSeries{Reader: mgr.GetCache()}
+	if err := promreg.Replace(opts.Registerer, series); err != nil {
+		return err
+	}
+	if err := mgr.Add(series); err != nil {
 		return err
 	}
 	return mgr.Add(hubLeaderGauge{})

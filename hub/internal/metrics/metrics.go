@@ -9,20 +9,6 @@ import (
 )
 
 var (
-	// MyAppReplicas is the replicas of one MyApp in one cluster, by kind:
-	// assigned (what the Work asks for) and ready (what the member reports).
-	MyAppReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "flotilla_myapp_replicas",
-		Help: "Replicas of a MyApp in a member cluster, by kind (assigned, ready).",
-	}, []string{"namespace", "name", "cluster", "kind"})
-
-	// TrafficWeight is a MyApp's effective traffic share in one cluster,
-	// in percent, under spec.placement.healthShift.
-	TrafficWeight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "flotilla_myapp_traffic_weight_percent",
-		Help: "Effective traffic share of a MyApp in a member cluster under its health shift, in percent.",
-	}, []string{"namespace", "name", "cluster"})
-
 	// HealthShifts counts health shifts, by direction (Degraded,
 	// Recovered).
 	HealthShifts = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -146,7 +132,7 @@ var (
 // Collectors are the metrics this package registers on
 // controller-runtime's registry.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{MyAppReplicas, TrafficWeight, HealthShifts, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusDropped,
+	return []prometheus.Collector{HealthShifts, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusDropped,
 		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack, RolloutWaveDuration,
 		RolloutActive, RolloutPaused, RolloutLastProgress, RolloutWaves, MyAppStatusWrites, HubLeader}
 }
@@ -203,7 +189,7 @@ func InitRollout(namespace, name string) {
 func ForgetMyApp(namespace, name string) {
 	app := prometheus.Labels{"namespace": namespace, "name": name}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		MyAppReplicas, TrafficWeight, HealthShifts, PlacementChanges,
+		HealthShifts, PlacementChanges,
 		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack,
 		RolloutActive, RolloutPaused, RolloutLastProgress,
 	} {

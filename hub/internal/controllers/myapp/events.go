@@ -2,7 +2,6 @@ package myapp
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -60,52 +59,16 @@ func (r *Reconciler) event(app *flotillav1.MyApp, typ, reason, action, format st
 	}
 }
 
-// exportMetrics publishes the per-cluster replica gauges, and the traffic
-// weights of shift (nil: the app has none). It deletes only the series of
-// clusters the app no longer has, by their labels: a partial-match delete
-// looks at every series of every app, which at 10,000 MyApps took most of
-// the hub's CPU (docs/benchmarks.md, Scale).
-func (r *Reconciler) exportMetrics(app *flotillav1.MyApp, clusters []flotillav1.ClusterAppStatus, shift *placement.ShiftResult) {
-	key := types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
-	now := &exportedSeries{}
+// exportMetrics starts the MyApp's counters; its per-cluster series are
+// exported at scrape time from its status (metrics.AppSeries).
+func (r *Reconciler) exportMetrics(app *flotillav1.MyApp) {
 	metrics.InitMyApp(app.Namespace, app.Name)
-	for _, c := range clusters {
-		metrics.MyAppReplicas.WithLabelValues(app.Namespace, app.Name, c.Name, "assigned").Set(float64(c.Assigned))
-		metrics.MyAppReplicas.WithLabelValues(app.Namespace, app.Name, c.Name, "ready").Set(float64(c.ReadyReplicas))
-		now.clusters = append(now.clusters, c.Name)
-	}
-	if shift != nil && shift.Status != nil {
-		for _, c := range shift.Status.Clusters {
-			metrics.TrafficWeight.WithLabelValues(app.Namespace, app.Name, c.Name).Set(float64(c.Weight))
-			now.traffic = append(now.traffic, c.Name)
-		}
-	}
-	if v, ok := r.exported.Load(key); ok {
-		prev := v.(*exportedSeries)
-		for _, c := range prev.clusters {
-			if !slices.Contains(now.clusters, c) {
-				metrics.MyAppReplicas.DeleteLabelValues(app.Namespace, app.Name, c, "assigned")
-				metrics.MyAppReplicas.DeleteLabelValues(app.Namespace, app.Name, c, "ready")
-			}
-		}
-		for _, c := range prev.traffic {
-			if !slices.Contains(now.traffic, c) {
-				metrics.TrafficWeight.DeleteLabelValues(app.Namespace, app.Name, c)
-			}
-		}
-	}
-	r.exported.Store(key, now)
 }
-
-// exportedSeries names the clusters of the series exportMetrics last
-// published for one MyApp.
-type exportedSeries struct{ clusters, traffic []string }
 
 // clearAppMetrics removes every series of a MyApp that is gone, its
 // counters too.
 func (r *Reconciler) clearAppMetrics(app *flotillav1.MyApp) {
 	metrics.ForgetMyApp(app.Namespace, app.Name)
-	r.exported.Delete(types.NamespacedName{Namespace: app.Namespace, Name: app.Name})
 	r.rolloutSeen.Delete(types.NamespacedName{Namespace: app.Namespace, Name: app.Name})
 }
 

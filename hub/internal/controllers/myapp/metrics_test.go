@@ -1,13 +1,11 @@
 package myapp
 
 import (
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,7 +13,6 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
-	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // TestRolloutMetricsFollowTheRollout: active while Progressing, paused
@@ -52,9 +49,9 @@ func TestRolloutMetricsFollowTheRollout(t *testing.T) {
 			t.Errorf("%s = %v before anything happened, want 0", metric, v)
 		}
 	}
-	// A placement change and the replica gauges, which go with it too.
+	// A placement change, which goes with it too.
 	r.recordPlacementChange(app, nil, &flotillav1.PlacementDecision{Clusters: []flotillav1.TargetCluster{{Name: "a", Replicas: 2}}})
-	r.exportMetrics(app, []flotillav1.ClusterAppStatus{{Name: "a", Assigned: 2}}, nil)
+	r.exportMetrics(app)
 	// Nothing moves for ten minutes: the last-progress time stays.
 	clk.SetTime(start.Add(10 * time.Minute))
 	r.exportRollout(app, st.DeepCopy())
@@ -77,7 +74,7 @@ func TestRolloutMetricsFollowTheRollout(t *testing.T) {
 	}
 	// Another MyApp's series stay when this one goes.
 	other := &flotillav1.MyApp{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "other"}}
-	r.exportMetrics(other, []flotillav1.ClusterAppStatus{{Name: "a", Assigned: 1}}, nil)
+	r.exportMetrics(other)
 	r.clearAppMetrics(app)
 	for metric, c := range counters {
 		if n := testutil.CollectAndCount(c, metric); n != 0 {
@@ -88,9 +85,6 @@ func TestRolloutMetricsFollowTheRollout(t *testing.T) {
 		testutil.CollectAndCount(metrics.RolloutPaused, "flotilla_rollout_paused") +
 		testutil.CollectAndCount(metrics.RolloutLastProgress, "flotilla_rollout_last_progress_timestamp_seconds"); n != 0 {
 		t.Errorf("%d rollout series left after the MyApp went", n)
-	}
-	if n := testutil.CollectAndCount(metrics.MyAppReplicas, "flotilla_myapp_replicas"); n != 2 {
-		t.Errorf("%d replica series left, want the other MyApp's 2 (assigned, ready)", n)
 	}
 	if n := testutil.CollectAndCount(metrics.PlacementChanges, "flotilla_placement_changes_total"); n != 1 {
 		t.Errorf("%d placement-change series left, want the other MyApp's 1", n)
@@ -114,81 +108,4 @@ func TestStatusWritesCountedByResult(t *testing.T) {
 			t.Errorf("%s writes grew by %v, want %v", r, got, want)
 		}
 	}
-}
-
-// TestExportMetricsDeletesOnlyGoneClusters: a MyApp's replica and traffic
-// series follow its clusters from one reconcile to the next: a cluster it
-// left loses its series, the others keep theirs, and another app's stay.
-func TestExportMetricsDeletesOnlyGoneClusters(t *testing.T) {
-	r := &Reconciler{}
-	app := &flotillav1.MyApp{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "gone-clusters"}}
-	other := &flotillav1.MyApp{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "bystander"}}
-	defer r.clearAppMetrics(app)
-	defer r.clearAppMetrics(other)
-	shift := func(names ...string) *placement.ShiftResult {
-		st := &flotillav1.TrafficStatus{}
-		for _, n := range names {
-			st.Clusters = append(st.Clusters, flotillav1.ClusterTraffic{Name: n, Weight: 50})
-		}
-		return &placement.ShiftResult{Status: st}
-	}
-	series := func(a *flotillav1.MyApp) (replicas, traffic []string) {
-		for _, c := range []string{"a", "b", "c"} {
-			if hasSeries(t, metrics.MyAppReplicas, a.Namespace, a.Name, c, "ready") {
-				replicas = append(replicas, c)
-			}
-			if hasSeries(t, metrics.TrafficWeight, a.Namespace, a.Name, c) {
-				traffic = append(traffic, c)
-			}
-		}
-		return replicas, traffic
-	}
-	r.exportMetrics(other, []flotillav1.ClusterAppStatus{{Name: "b", Assigned: 1}}, shift("b"))
-	r.exportMetrics(app, []flotillav1.ClusterAppStatus{{Name: "a", Assigned: 1}, {Name: "b", Assigned: 1}}, shift("a", "b"))
-	if rep, tr := series(app); !slices.Equal(rep, []string{"a", "b"}) || !slices.Equal(tr, []string{"a", "b"}) {
-		t.Fatalf("after the first export: replica series %v, traffic %v; want [a b] and [a b]", rep, tr)
-	}
-	// The app moves from b to c and its health shift ends.
-	r.exportMetrics(app, []flotillav1.ClusterAppStatus{{Name: "a", Assigned: 1}, {Name: "c", Assigned: 1}}, nil)
-	if rep, tr := series(app); !slices.Equal(rep, []string{"a", "c"}) || len(tr) != 0 {
-		t.Errorf("after moving to c without a shift: replica series %v, traffic %v; want [a c] and none", rep, tr)
-	}
-	if rep, tr := series(other); !slices.Equal(rep, []string{"b"}) || !slices.Equal(tr, []string{"b"}) {
-		t.Errorf("the other app's series: replicas %v, traffic %v; want [b] and [b]", rep, tr)
-	}
-}
-
-// hasSeries says whether vec has a series with exactly these label values
-// (without creating one).
-func hasSeries(t *testing.T, vec *prometheus.GaugeVec, values ...string) bool {
-	t.Helper()
-	ch := make(chan prometheus.Metric, 1024)
-	vec.Collect(ch)
-	close(ch)
-	for m := range ch {
-		var pb dto.Metric
-		if err := m.Write(&pb); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]string, 0, len(pb.Label))
-		for _, l := range pb.Label {
-			got = append(got, l.GetValue())
-		}
-		if sameLabelValues(got, values) {
-			return true
-		}
-	}
-	return false
-}
-
-// sameLabelValues compares label values as sets (Write sorts labels by
-// name, not in the vector's order).
-func sameLabelValues(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }

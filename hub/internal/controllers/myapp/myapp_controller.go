@@ -67,9 +67,6 @@ type Reconciler struct {
 	// rolloutSeen is where each rollout stood when last exported
 	// (types.NamespacedName -> rolloutMark), to tell when it moved.
 	rolloutSeen sync.Map
-	// exported is what exportMetrics last published per MyApp
-	// (types.NamespacedName -> *exportedSeries).
-	exported sync.Map
 	// lingers holds when the apps over many clusters were last
 	// reconciled, for their Work events to linger (see linger).
 	lingers lingers

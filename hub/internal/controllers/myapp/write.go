@@ -69,7 +69,7 @@ func (r *Reconciler) write(ctx context.Context, s *scope, d *desiredState, start
 		// Not converged: the status does not claim this generation.
 		status.ObservedGeneration = s.app.Status.ObservedGeneration
 	}
-	r.exportMetrics(s.app, status.Clusters, d.shift)
+	r.exportMetrics(s.app)
 	requeueAfter := d.requeueAfter
 	if d.shift != nil {
 		if t := s.app.Spec.Traffic; t != nil && t.HTTPRoute != nil && status.Traffic != nil {
