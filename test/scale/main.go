@@ -116,7 +116,7 @@ func main() {
 	flag.DurationVar(&o.heartbeat, "heartbeat-interval", 10*time.Second, "the simulated agents' heartbeat interval (the agent's default)")
 	flag.DurationVar(&o.grace, "heartbeat-grace", 14*time.Second, "the hub's --heartbeat-grace (its default)")
 	flag.IntVar(&o.toleration, "toleration", 5, "the MyApps' failover.clusterUnreachable.tolerationSeconds")
-	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the longest one step may take before the harness gives up")
+	flag.DurationVar(&o.timeout, "timeout", 0, "the longest one step may take before the harness gives up (0: 10m reduced, 60m full, where scenario 3 takes about 42 minutes on 2 cores)")
 	flag.StringVar(&o.dir, "dir", "", "folder for the cluster, specs and logs (default: a temporary folder, removed after a clean run)")
 	flag.StringVar(&o.binDir, "bin", "", "folder with the testbed binaries (default: bin/ or $FLOTILLA_BIN)")
 	flag.StringVar(&o.flotillaBin, "flotilla-bin", "", "folder with the hub binary (default: -bin)")
@@ -168,6 +168,12 @@ func (o *options) complete(scen string) error {
 	}
 	if o.imageApps == 0 {
 		o.imageApps = min(p.imageApps, o.apps)
+	}
+	if o.timeout == 0 {
+		o.timeout = 10 * time.Minute
+		if o.size == "full" {
+			o.timeout = 60 * time.Minute
+		}
 	}
 	if o.jitter == 0 {
 		o.jitter = 5 * time.Second
