@@ -546,7 +546,7 @@ func (f *Fleet) waitReady(ctx context.Context, timeout time.Duration, names []st
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("MemberClusters not Ready after %s: %s (logs in %s)", timeout, strings.Join(notReady, ", "), filepath.Join(f.cfg.Dir, "logs"))
+			return fmt.Errorf("MemberClusters not Ready after %s: %s (logs in %s)%s", timeout, strings.Join(notReady, ", "), f.LogDir(), f.logTails(notReady))
 		}
 		select {
 		case <-ctx.Done():
@@ -554,6 +554,38 @@ func (f *Fleet) waitReady(ctx context.Context, timeout time.Duration, names []st
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// logTailLines is how many of its last lines logTails gives of each log.
+const logTailLines = 15
+
+// logTails is the end of the hub's log and of the agent logs of the
+// members named in notReady (a name may carry a note after a space), for
+// an error: callers' log directories are often a test's TempDir, removed
+// before anyone reads them.
+func (f *Fleet) logTails(notReady []string) string {
+	names := []string{"hub"}
+	f.mu.Lock()
+	for _, n := range notReady {
+		member, _, _ := strings.Cut(n, " ")
+		for _, p := range f.agents[member] {
+			names = append(names, p.Name)
+		}
+	}
+	f.mu.Unlock()
+	var b strings.Builder
+	for _, name := range names {
+		data, err := os.ReadFile(f.logPath(name))
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > logTailLines {
+			lines = lines[len(lines)-logTailLines:]
+		}
+		fmt.Fprintf(&b, "\n--- last %d lines of %s.log:\n%s", len(lines), name, strings.Join(lines, "\n"))
+	}
+	return b.String()
 }
 
 // StopMember stops member's control plane (its data is kept); its agent
