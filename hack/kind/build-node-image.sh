@@ -220,6 +220,11 @@ log "node root imported"
 # layers stay packed (--no-unpack: the build container's root cannot hold
 # overlay mounts) and are unpacked by the node's containerd when a pod first
 # uses them. Pinned, so the kubelet's image GC never removes them.
+# The build container is privileged, as kind's nodes are: Docker must be
+# able to start one, which on some hosts needs docker-setup.sh's runtime
+# (it says what it changes). On a fresh machine this is the first
+# privileged container, before make e2e-kind's own call of it.
+BIN=$bin "$root/hack/kind/docker-setup.sh"
 docker run -d --name "$builder" --privileged --entrypoint sleep "$repo-build:$hash" infinity >/dev/null
 docker exec "$builder" sh -c 'nohup containerd --log-level error >/var/log/containerd-build.log 2>&1 &'
 for _ in $(seq 1 60); do
