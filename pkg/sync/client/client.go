@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -285,8 +287,7 @@ func (c *Client) Run(ctx context.Context) error {
 			// The stream worked; a drop after that is news, not a pattern.
 			attempt = 0
 		}
-		delay := backoff(attempt, c.cfg.InitialBackoff, c.cfg.MaxBackoff)
-		attempt++
+		delay := c.nextDelay(err, &attempt)
 		c.logStreamEnd(err, healthy, delay)
 		t := time.NewTimer(delay)
 		select {
@@ -323,6 +324,34 @@ func (c *Client) logStreamEnd(err error, healthy bool, delay time.Duration) {
 	default:
 		c.log.Info("sync stream ended; reconnecting", "code", code.String(), "reason", err, "retryIn", delay)
 	}
+}
+
+// nextDelay is the wait before the next connection attempt after a stream
+// that ended with err, the attempt-th failure in a row; it counts the
+// failure in *attempt, except a refused connection. Nothing listened
+// where that attempt went, which costs the hub nothing, and behind a
+// Service that spreads connections over the hub's replicas (the chart
+// runs two; only the leader serves streams) the next attempt may reach the
+// leader: so a refused attempt is retried at the initial backoff, never
+// growing, and an agent finds a new leader within the heartbeat grace
+// however often the standby answered first (docs/architecture.md, timing
+// budget). Waits that grew to MaxBackoff let the standby refuse an agent
+// past the grace after a hub restart on kind, and its replicas failed
+// over.
+func (c *Client) nextDelay(err error, attempt *int) time.Duration {
+	if refused(err) {
+		return backoff(0, c.cfg.InitialBackoff, c.cfg.MaxBackoff)
+	}
+	d := backoff(*attempt, c.cfg.InitialBackoff, c.cfg.MaxBackoff)
+	*attempt++
+	return d
+}
+
+// refused says err is a connection attempt that nothing accepted (TCP
+// connection refused: no process listens there). gRPC gives the dial's
+// error only as the text of an Unavailable status.
+func refused(err error) bool {
+	return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), syscall.ECONNREFUSED.Error())
 }
 
 // backoff is the wait before connection attempt n+1: initial doubled n
