@@ -615,28 +615,50 @@ const failbackWindow = 5
 // it was down, if the spec failed).
 func stopMember(t *testing.T, in SpecInput, name string) (restart func()) {
 	t.Helper()
+	return stopMembers(t, in, name)[0]
+}
+
+// stopMembers stops the members' control planes at once (in parallel: a
+// kind node takes seconds to stop, and members stopped one after another
+// would fall silent seconds apart), as stopMember does for one, and
+// returns their restarts in the same order.
+func stopMembers(t *testing.T, in SpecInput, names ...string) (restarts []func()) {
+	t.Helper()
 	ctx := context.Background()
-	var once sync.Once
-	restart = func() {
-		once.Do(func() {
-			if err := in.Provider.StartMember(ctx, name); err != nil {
-				t.Errorf("starting %s again: %v", name, err)
-				return
-			}
-			if err := poll(ctx, convergeTimeout, func() error { return memberReady(ctx, in, name) }); err != nil {
-				t.Errorf("%s not Ready again after its restart: %v", name, err)
-			}
+	for _, name := range names {
+		var once sync.Once
+		restarts = append(restarts, func() {
+			once.Do(func() {
+				if err := in.Provider.StartMember(ctx, name); err != nil {
+					t.Errorf("starting %s again: %v", name, err)
+					return
+				}
+				if err := poll(ctx, convergeTimeout, func() error { return memberReady(ctx, in, name) }); err != nil {
+					t.Errorf("%s not Ready again after its restart: %v", name, err)
+				}
+			})
 		})
 	}
-	if err := in.Provider.StopMember(ctx, name); err != nil {
-		t.Fatalf("stopping %s: %v", name, err)
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { errs[i] = in.Provider.StopMember(ctx, name) })
 	}
-	t.Logf("stopped %s's control plane", name)
-	t.Cleanup(func() {
-		dumpIfFailed(t, in, name+"-down")
-		restart()
-	})
-	return restart
+	wg.Wait()
+	for i, name := range names {
+		// Each one stopped (or tried) comes back when the spec ends.
+		t.Cleanup(func() {
+			dumpIfFailed(t, in, name+"-down")
+			restarts[i]()
+		})
+	}
+	for i, name := range names {
+		if errs[i] != nil {
+			t.Fatalf("stopping %s: %v", name, errs[i])
+		}
+		t.Logf("stopped %s's control plane", name)
+	}
+	return restarts
 }
 
 // failedOver waits until the lost member's replicas run Ready in the

@@ -245,10 +245,7 @@ func PartitionBrakeSpec(t *testing.T, in SpecInput) {
 		t.Fatal(err)
 	}
 	placements := recordPlacements(t, in, "web")
-	var restarts []func()
-	for _, m := range lost {
-		restarts = append(restarts, stopMember(t, in, m))
-	}
+	restarts := stopMembers(t, in, lost...)
 	for _, m := range lost {
 		eventually(t, m+" Ready Unknown with reason PartitionBrake and not tainted", convergeTimeout, func() error {
 			mc := &flotillav1.MemberCluster{}
