@@ -269,7 +269,7 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	defer c.runMu.Unlock()
 
-	attempt := 0
+	attempt, refusals := 0, 0
 	for {
 		healthy, err := c.runStream(ctx)
 		c.connected.Store(false)
@@ -288,7 +288,7 @@ func (c *Client) Run(ctx context.Context) error {
 			attempt = 0
 		}
 		delay := c.nextDelay(err, &attempt)
-		c.logStreamEnd(err, healthy, delay)
+		c.logStreamEnd(err, healthy, delay, &refusals)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -305,7 +305,24 @@ func (c *Client) Run(ctx context.Context) error {
 // stream at its certificate's NotAfter). After a renewal that is the
 // routine move to the new certificate, not a refusal; if the certificate
 // was not renewed, the next attempt is refused and says so loudly.
-func (c *Client) logStreamEnd(err error, healthy bool, delay time.Duration) {
+//
+// Refused connections come every half second while nothing listens (see
+// nextDelay): *refusals counts them in a row, and only the first of a run
+// and every refusalLogEvery-th are logged at the default level.
+func (c *Client) logStreamEnd(err error, healthy bool, delay time.Duration, refusals *int) {
+	if !refused(err) {
+		*refusals = 0
+	} else {
+		*refusals++
+		if *refusals > 1 && *refusals%refusalLogEvery != 0 {
+			c.log.V(1).Info("connection refused again; reconnecting", "refusals", *refusals, "reason", err, "retryIn", delay)
+			return
+		}
+		if *refusals > 1 {
+			c.log.Info("connection refused again; reconnecting (one in "+fmt.Sprint(refusalLogEvery)+" refusals is logged)", "refusals", *refusals, "reason", err, "retryIn", delay)
+			return
+		}
+	}
 	var mismatch *FleetMismatchError
 	if errors.As(err, &mismatch) {
 		// Loud, and on every attempt: this member applies nothing from
@@ -325,6 +342,10 @@ func (c *Client) logStreamEnd(err error, healthy bool, delay time.Duration) {
 		c.log.Info("sync stream ended; reconnecting", "code", code.String(), "reason", err, "retryIn", delay)
 	}
 }
+
+// refusalLogEvery is how many refused connections in a row make one log
+// line at the default level (some 7 s apart at the initial backoff).
+const refusalLogEvery = 20
 
 // nextDelay is the wait before the next connection attempt after a stream
 // that ended with err, the attempt-th failure in a row; it counts the

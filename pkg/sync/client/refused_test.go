@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
 )
@@ -110,5 +113,34 @@ func TestRefusedAttemptsRetryAtTheInitialBackoff(t *testing.T) {
 	}
 	if attempt != before {
 		t.Errorf("refused attempts counted as failures: attempt %d -> %d", before, attempt)
+	}
+}
+
+// TestRefusedConnectionsAreLoggedSparingly checks the log while nothing
+// listens: a refused attempt every half second must not be a line every
+// half second. The first refusal of a run and every refusalLogEvery-th
+// are logged at the default level, the others at V(1); any other end of a
+// stream is logged and starts a new run.
+func TestRefusedConnectionsAreLoggedSparingly(t *testing.T) {
+	var lines []string
+	c := &Client{log: funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 0})}
+	refusal := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 10.0.0.1:30443: connect: connection refused\"")
+	other := status.Error(codes.Unavailable, "hub is shutting down; reconnect later")
+
+	refusals := 0
+	for range 2*refusalLogEvery + 5 {
+		c.logStreamEnd(refusal, false, time.Second, &refusals)
+	}
+	if len(lines) != 3 {
+		t.Fatalf("%d refusals in a row logged %d lines at the default level, want 3 (the first, the %dth, the %dth):\n%s",
+			2*refusalLogEvery+5, len(lines), refusalLogEvery, 2*refusalLogEvery, strings.Join(lines, "\n"))
+	}
+	if !strings.Contains(lines[2], fmt.Sprintf(`"refusals"=%d`, 2*refusalLogEvery)) {
+		t.Errorf("the last line does not count the refusals: %s", lines[2])
+	}
+	c.logStreamEnd(other, false, time.Second, &refusals)
+	c.logStreamEnd(refusal, false, time.Second, &refusals)
+	if len(lines) != 5 || refusals != 1 {
+		t.Errorf("another error and then a refusal logged %d lines (want 2 more) and left refusals at %d (want 1):\n%s", len(lines)-3, refusals, strings.Join(lines[3:], "\n"))
 	}
 }
