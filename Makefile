@@ -136,10 +136,15 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 20000 inputs each).
 # test/e2e-multikind/kind/up.sh (see its README); the default is the testbed.
 E2E_PROVIDER ?= testbed
 E2E_FLAGS ?=
+# E2E_SPECS picks the specs: all; testbed (only those a kind run does not
+# cover: .ci/run's make test where Docker answers); kind-covered (the
+# others: its fallback when no time is left for kind). The sets are in
+# test/e2e-multikind/specsets.go.
+E2E_SPECS ?= all
 
 .PHONY: e2e
 e2e: prometheus-bin ## Run the e2e suite (test/e2e-multikind) against the local testbed.
-	$(GO) test -tags e2e -count=1 -timeout 40m ./test/e2e-multikind/ -provider=$(E2E_PROVIDER) $(E2E_FLAGS)
+	$(GO) test -tags e2e -count=1 -timeout 40m ./test/e2e-multikind/ -provider=$(E2E_PROVIDER) -specs=$(E2E_SPECS) $(E2E_FLAGS)
 
 .PHONY: kind-bin
 kind-bin: testbed-bin ## Build kind, kubelet, kubeadm, kube-proxy, containerd, ctr, crictl, CoreDNS and pause into bin/ for the kind node image (skipped when present).

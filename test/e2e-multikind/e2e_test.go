@@ -24,6 +24,10 @@ var (
 // <artifacts>/suite.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if err := applySpecsFlag(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
 		os.Exit(m.Run())
 	}
@@ -47,6 +51,15 @@ func run(m *testing.M) int {
 	fmt.Fprintf(os.Stderr, "e2e: %s provider ready in %s with members %v; artifacts of failing specs go to %s\n",
 		provider.Name(), time.Since(start).Round(time.Second), provider.MemberNames(), artifacts)
 	code := m.Run()
+	ran.Lock()
+	problems := checkSpecSets(provider.Name(), *specsFlag, ran.skipped)
+	ran.Unlock()
+	for _, p := range problems {
+		fmt.Fprintln(os.Stderr, "e2e: spec sets:", p)
+	}
+	if len(problems) > 0 && code == 0 {
+		code = 1
+	}
 	if code != 0 {
 		_ = os.RemoveAll(filepath.Join(artifacts, "suite"))
 		dumpClusters(provider, "", filepath.Join(artifacts, "suite"))
@@ -63,6 +76,7 @@ func run(m *testing.M) int {
 
 // input is the SpecInput of the test t, in a namespace of its own.
 func input(t *testing.T, short string) SpecInput {
+	track(t)
 	return newSpecInput(t, provider, artifacts, short)
 }
 
@@ -117,6 +131,7 @@ func TestProgressiveRolloutPaused(t *testing.T) {
 // installs the HTTPRoute CRD on the hub, and runs the health-shift specs
 // on those members, each in a namespace of its own.
 func TestHealthShift(t *testing.T) {
+	track(t)
 	mp, members := healthShiftMembers(t)
 	installHTTPRouteCRD(t)
 	t.Run("PrometheusSignal", func(t *testing.T) {

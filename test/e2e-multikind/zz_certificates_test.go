@@ -15,6 +15,7 @@ import (
 
 func TestJoin(t *testing.T) { JoinSpec(t, input(t, "join")) }
 func TestCertificateRotation(t *testing.T) {
+	track(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	short, err := startRotationFleet(ctx)
 	cancel()

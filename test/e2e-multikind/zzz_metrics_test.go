@@ -118,6 +118,7 @@ func promValue(base, query string) (string, int, error) {
 // by ClusterRole flotilla-metrics-reader; every target it scrapes (the
 // hub and the agents the suite started with) is up at the end.
 func TestEveryDocumentedMetricScraped(t *testing.T) {
+	track(t)
 	mf, ok := provider.(metricsFleet)
 	if !ok || mf.FleetPrometheusURL() == "" {
 		t.Skipf("the %s provider runs no Prometheus of its own", provider.Name())
@@ -179,6 +180,7 @@ func TestEveryDocumentedMetricScraped(t *testing.T) {
 // apiserver knows but does not authorize for /metrics (403); the
 // scraper's token is admitted, and the refusals disturb no scrape.
 func TestMetricsRefuseWithoutAuthorization(t *testing.T) {
+	track(t)
 	mf, ok := provider.(metricsFleet)
 	if !ok || mf.FleetPrometheusURL() == "" {
 		t.Skipf("the %s provider runs no Prometheus of its own", provider.Name())

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Spec sets. CI runs the suite twice where a Docker engine answers: on the
+// testbed inside `make test`, and on kind after it (make e2e-kind). Running
+// every spec on both costs some 18 minutes it does not have, so with
+// -specs=testbed `make test` runs on the testbed only what the kind run
+// does not cover: the specs the kind provider skips (kindSkips) and those
+// that exercise the testbed's Push member, which the kind fleet does not
+// have (pushOnTestbed). -specs=kind-covered runs the others on the
+// testbed: CI's fallback when no time is left for kind, so that every spec
+// still runs once. -specs=all (the default) runs everything (the flag is
+// in specsets_test.go, with the e2e build tag).
+
+// kindSkips: the specs that skip on -provider=kind, and why. A kind run
+// fails when a spec skips that is not named here, or when one named here
+// runs: CI would otherwise run a spec nowhere, or twice.
+var kindSkips = map[string]string{
+	"TestHealthShift":                       "a Prometheus per member scraping an exporter the test moves, and agents started with --prometheus-url",
+	"TestSyncModeSwitch":                    "switches a member between Pull and Push",
+	"TestAgentPausedLeader":                 "SIGSTOP of one agent process",
+	"TestJoin":                              "a bare member to join (every kind member joins in up.sh)",
+	"TestCertificateRotation":               "a fleet started with short-lived certificates",
+	"TestEveryDocumentedMetricScraped":      "a Prometheus of the provider's own",
+	"TestMetricsRefuseWithoutAuthorization": "a Prometheus of the provider's own and its scrape token",
+}
+
+// pushOnTestbed: specs kind runs too, but whose point on the testbed is
+// also its Push member (member-3): the hub's push engine reverting a hand
+// edit, and a Push member lost and back.
+var pushOnTestbed = map[string]string{
+	"TestDuplicated": "edits the Push member's Deployment by hand; the hub reverts it",
+	"TestFailover":   "stops the Push member",
+	"TestFailback":   "stops and starts the Push member",
+}
+
+// testbedSpecs are the names -specs=testbed runs, sorted.
+func testbedSpecs() []string {
+	var out []string
+	for _, set := range []map[string]string{kindSkips, pushOnTestbed} {
+		for name := range set {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// specsPattern is the -test.run or -test.skip pattern matching exactly
+// the top-level tests named.
+func specsPattern(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = regexp.QuoteMeta(n)
+	}
+	return "^(" + strings.Join(quoted, "|") + ")$"
+}
+
+// checkSpecSets says what is wrong with the spec sets after a run, given
+// the provider's name and what ran: on kind, a spec that skipped but is
+// not in kindSkips, or one in kindSkips that ran; with -specs=testbed, a
+// named spec that did not run at all (renamed or removed).
+func checkSpecSets(providerName, specs string, skipped map[string]bool) []string {
+	var problems []string
+	if providerName == "kind" {
+		for name, s := range skipped {
+			if _, listed := kindSkips[name]; s && !listed {
+				problems = append(problems, fmt.Sprintf("%s skipped on kind but is not in kindSkips (test/e2e-multikind/specsets_test.go): CI would run it nowhere", name))
+			}
+			if _, listed := kindSkips[name]; !s && listed {
+				problems = append(problems, fmt.Sprintf("%s ran on kind but is in kindSkips (test/e2e-multikind/specsets_test.go): take it out, CI runs it on the testbed too", name))
+			}
+		}
+	}
+	if specs == "testbed" {
+		for _, name := range testbedSpecs() {
+			if _, ok := skipped[name]; !ok {
+				problems = append(problems, fmt.Sprintf("-specs=testbed names %s, which did not run: renamed or removed? (test/e2e-multikind/specsets_test.go)", name))
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
