@@ -11,9 +11,10 @@ import (
 // testbed inside `make test`, and on kind after it (make e2e-kind). Running
 // every spec on both costs some 18 minutes it does not have, so with
 // -specs=testbed `make test` runs on the testbed only what the kind run
-// does not cover: the specs the kind provider skips (kindSkips) and those
+// does not cover: the specs the kind provider skips (kindSkips), those
 // that exercise the testbed's Push member, which the kind fleet does not
-// have (pushOnTestbed). -specs=kind-covered runs the others on the
+// have (pushOnTestbed), and those whose metrics the testbed's scrape check
+// needs (scrapedOnTestbed). -specs=kind-covered runs the others on the
 // testbed: CI's fallback when no time is left for kind, so that every spec
 // still runs once. -specs=all (the default) runs everything (the flag is
 // in specsets_test.go, with the e2e build tag).
@@ -40,10 +41,21 @@ var pushOnTestbed = map[string]string{
 	"TestFailback":   "stops and starts the Push member",
 }
 
+// scrapedOnTestbed: specs kind runs too, whose metrics the testbed's
+// TestEveryDocumentedMetricScraped (in kindSkips) needs to have been
+// emitted on the testbed: the rollout series appear only while a
+// progressive rollout runs, completes, fails, pauses or rolls back.
+var scrapedOnTestbed = map[string]string{
+	"TestProgressiveRolloutOrder":    "flotilla_rollout_active, _waves_total, rollouts started and completed",
+	"TestProgressiveRolloutFailure":  "flotilla_rollouts_failed_total",
+	"TestProgressiveRolloutRollback": "flotilla_rollouts_rolled_back_total",
+	"TestProgressiveRolloutPaused":   "flotilla_rollout_paused, _last_progress_timestamp_seconds",
+}
+
 // testbedSpecs are the names -specs=testbed runs, sorted.
 func testbedSpecs() []string {
 	var out []string
-	for _, set := range []map[string]string{kindSkips, pushOnTestbed} {
+	for _, set := range []map[string]string{kindSkips, pushOnTestbed, scrapedOnTestbed} {
 		for name := range set {
 			out = append(out, name)
 		}
