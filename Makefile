@@ -137,9 +137,8 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 20000 inputs each).
 E2E_PROVIDER ?= testbed
 E2E_FLAGS ?=
 # E2E_SPECS picks the specs: all; testbed (only those a kind run does not
-# cover: .ci/run's make test where Docker answers); kind-covered (the
-# others: its fallback when no time is left for kind). The sets are in
-# test/e2e-multikind/specsets.go.
+# cover); kind-covered (the others), so that a machine running both fleets
+# runs each spec once. The sets are in test/e2e-multikind/specsets.go.
 E2E_SPECS ?= all
 
 .PHONY: e2e

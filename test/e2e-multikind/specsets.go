@@ -2,26 +2,27 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
-// Spec sets. CI runs the suite twice where a Docker engine answers: on the
-// testbed inside `make test`, and on kind after it (make e2e-kind). Running
-// every spec on both costs some 18 minutes it does not have, so with
-// -specs=testbed `make test` runs on the testbed only what the kind run
-// does not cover: the specs the kind provider skips (kindSkips), those
-// that exercise the testbed's Push member, which the kind fleet does not
-// have (pushOnTestbed), and those whose metrics the testbed's scrape check
-// needs (scrapedOnTestbed). -specs=kind-covered runs the others on the
-// testbed: CI's fallback when no time is left for kind, so that every spec
-// still runs once. -specs=all (the default) runs everything (the flag is
-// in specsets_test.go, with the e2e build tag).
+// Spec sets, so that a machine running the suite on both fleets (the
+// testbed and kind) can run each spec once: -specs=testbed runs on the
+// testbed only what a kind run does not cover: the specs the kind provider
+// skips (kindSkips), those that exercise the testbed's Push member, which
+// the kind fleet does not have (pushOnTestbed), and those whose metrics
+// the testbed's scrape check needs (scrapedOnTestbed). -specs=kind-covered
+// runs the others; -specs=all (the default) runs everything. CI does not
+// use them yet: the testbed set saves too little time to make room for
+// kind (docs/e2e-kind.md, In CI). The flag is in specsets_test.go, with
+// the e2e build tag.
 
 // kindSkips: the specs that skip on -provider=kind, and why. A kind run
 // fails when a spec skips that is not named here, or when one named here
-// runs: CI would otherwise run a spec nowhere, or twice.
+// runs: the two runs together would otherwise run a spec nowhere, or
+// twice.
 var kindSkips = map[string]string{
 	"TestHealthShift":                       "a Prometheus per member scraping an exporter the test moves, and agents started with --prometheus-url",
 	"TestSyncModeSwitch":                    "switches a member between Pull and Push",
@@ -56,11 +57,9 @@ var scrapedOnTestbed = map[string]string{
 func testbedSpecs() []string {
 	var out []string
 	for _, set := range []map[string]string{kindSkips, pushOnTestbed, scrapedOnTestbed} {
-		for name := range set {
-			out = append(out, name)
-		}
+		out = slices.AppendSeq(out, maps.Keys(set))
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -82,21 +81,22 @@ func checkSpecSets(providerName, specs string, skipped map[string]bool) []string
 	var problems []string
 	if providerName == "kind" {
 		for name, s := range skipped {
-			if _, listed := kindSkips[name]; s && !listed {
-				problems = append(problems, fmt.Sprintf("%s skipped on kind but is not in kindSkips (test/e2e-multikind/specsets_test.go): CI would run it nowhere", name))
-			}
-			if _, listed := kindSkips[name]; !s && listed {
-				problems = append(problems, fmt.Sprintf("%s ran on kind but is in kindSkips (test/e2e-multikind/specsets_test.go): take it out, CI runs it on the testbed too", name))
+			_, listed := kindSkips[name]
+			switch {
+			case s && !listed:
+				problems = append(problems, fmt.Sprintf("%s skipped on kind but is not in kindSkips (test/e2e-multikind/specsets.go): no run would cover it", name))
+			case !s && listed:
+				problems = append(problems, fmt.Sprintf("%s ran on kind but is in kindSkips (test/e2e-multikind/specsets.go): take it out, -specs=testbed runs it too", name))
 			}
 		}
 	}
 	if specs == "testbed" {
 		for _, name := range testbedSpecs() {
 			if _, ok := skipped[name]; !ok {
-				problems = append(problems, fmt.Sprintf("-specs=testbed names %s, which did not run: renamed or removed? (test/e2e-multikind/specsets_test.go)", name))
+				problems = append(problems, fmt.Sprintf("-specs=testbed names %s, which did not run: renamed or removed? (test/e2e-multikind/specsets.go)", name))
 			}
 		}
 	}
-	sort.Strings(problems)
+	slices.Sort(problems)
 	return problems
 }

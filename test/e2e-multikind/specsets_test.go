@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var specsFlag = flag.String("specs", "all", "which specs run: all; testbed (only those the kind run does not cover: the ones kind skips and the ones that exercise the testbed's Push member); kind-covered (all others)")
+var specsFlag = flag.String("specs", "all", "which specs run: all; testbed (only those a kind run does not cover: the ones kind skips, the ones that exercise the testbed's Push member, the rollout specs the metric scrape check needs; specsets.go); kind-covered (all others)")
 
 // applySpecsFlag turns -specs into -test.run (testbed) or -test.skip
 // (kind-covered). It refuses to combine with a -run or -skip of the

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -38,12 +39,12 @@ func TestCheckSpecSets(t *testing.T) {
 
 	// A spec that starts skipping on kind without being listed would run
 	// nowhere in CI.
-	skipsUnlisted := copyMap(clean)
+	skipsUnlisted := maps.Clone(clean)
 	skipsUnlisted["TestHubRestart"] = true
 	wantOne(t, checkSpecSets("kind", "all", skipsUnlisted), "TestHubRestart skipped on kind but is not in kindSkips")
 
 	// A listed spec that now runs on kind would run twice.
-	runsListed := copyMap(clean)
+	runsListed := maps.Clone(clean)
 	runsListed["TestJoin"] = false
 	wantOne(t, checkSpecSets("kind", "all", runsListed), "TestJoin ran on kind but is in kindSkips")
 
@@ -62,14 +63,6 @@ func TestCheckSpecSets(t *testing.T) {
 	}
 	delete(all, "TestFailback")
 	wantOne(t, checkSpecSets("testbed", "testbed", all), "-specs=testbed names TestFailback, which did not run")
-}
-
-func copyMap(m map[string]bool) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func wantOne(t *testing.T, problems []string, prefix string) {
