@@ -10,6 +10,9 @@
 # Settings (environment): those of test/e2e-multikind/kind/common.sh, and
 #   E2E_RUN        -run pattern for the suite (default: every spec)
 #   E2E_TIMEOUT    go test -timeout (default 60m)
+#   E2E_DEADLINE   a time (seconds since the epoch) by which the suite must
+#                  end: its -timeout is what is left then (at least 60 s);
+#                  overrides E2E_TIMEOUT (CI's time budget, .ci/run)
 #   KEEP_CLUSTERS  1: leave the clusters up afterwards (down.sh removes them)
 set -Eeuo pipefail
 
@@ -70,9 +73,16 @@ total=$(docker stats --no-stream --format '{{.Name}} {{.MemUsage}}' |
 	awk '{v=$2; u=v; sub(/[0-9.]+/,"",u); sub(/[A-Za-z]+$/,"",v); f=(u=="GiB")?1024:(u=="MiB")?1:(u=="KiB")?1/1024:1/1048576; s+=v*f} END {printf "%.0f", s}')
 note "  total: $total MiB"
 
+timeout=${E2E_TIMEOUT:-60m}
+if [[ -n ${E2E_DEADLINE:-} ]]; then
+	left=$((E2E_DEADLINE - $(date +%s)))
+	((left >= 60)) || left=60
+	timeout=${left}s
+	note "suite timeout: $timeout (E2E_DEADLINE)"
+fi
 start=$SECONDS
 rc=0
-(cd "$root" && go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-60m}" ./test/e2e-multikind/ -v \
+(cd "$root" && go test -tags e2e -count=1 -timeout "$timeout" ./test/e2e-multikind/ -v \
 	${E2E_RUN:+-run "$E2E_RUN"} -args $(cat "$ARTIFACTS/e2e-flags")) 2>&1 | tee "$ARTIFACTS/e2e.log" |
 	grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' >&2 || rc=$?
 grep -qE '^(--- FAIL|FAIL)' "$ARTIFACTS/e2e.log" && rc=1
