@@ -15,6 +15,8 @@
 #   ARCH         GOARCH of the images (default: this machine's)
 #   VERSION      version the binaries report (default IMAGE_TAG)
 #   CA_BUNDLE    CA certificates copied in (default /etc/ssl/certs/ca-certificates.crt)
+#   IMAGE_CONTEXT  the build context directory, emptied first (default
+#                _output/image); two builds at once need one each
 set -euo pipefail
 # Whatever the caller's umask (up.sh keeps its artifacts private), what goes
 # into an image is readable and its binaries executable by the image's
@@ -40,7 +42,7 @@ fi
 [[ -r $CA_BUNDLE ]] ||
 	die "no CA bundle at $CA_BUNDLE: install Debian's ca-certificates or set CA_BUNDLE (the hub and agents verify TLS to apiservers and Prometheus with it)"
 
-ctx="$root/_output/image"
+ctx=${IMAGE_CONTEXT:-$root/_output/image}
 rm -rf "$ctx"
 mkdir -p "$ctx/rootfs/etc/ssl/certs" "$ctx/$ARCH"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$ctx/rootfs/etc/passwd"
