@@ -15,9 +15,9 @@ import (
 // the kind fleet does not have (pushOnTestbed), and those whose metrics
 // the testbed's scrape check needs (scrapedOnTestbed). -specs=kind-covered
 // runs the others; -specs=all (the default) runs everything. CI does not
-// use them yet: the testbed set saves too little time to make room for
-// kind (docs/e2e-kind.md, In CI). The flag is in specsets_test.go, with
-// the e2e build tag.
+// use them: it runs every spec on the testbed, then kind, so that a kind
+// run its time budget stops loses no spec (docs/e2e-kind.md, In CI). The
+// flag is in specsets_test.go, with the e2e build tag.
 
 // kindSkips: the specs that skip on -provider=kind, and why. A kind run
 // fails when a spec skips that is not named here, or when one named here

@@ -47,8 +47,9 @@ HELM=${HELM:-$(bin_or_path helm)}
 
 HUB_CLUSTER=flotilla-hub
 MEMBER_CLUSTER_PREFIX=flotilla-member-
-HUB_IMAGE=ghcr.io/flotilla-dev/flotilla-hub:$IMAGE_TAG
-AGENT_IMAGE=ghcr.io/flotilla-dev/flotilla-agent:$IMAGE_TAG
+IMAGE_REPO=ghcr.io/flotilla-dev
+HUB_IMAGE=$IMAGE_REPO/flotilla-hub:$IMAGE_TAG
+AGENT_IMAGE=$IMAGE_REPO/flotilla-agent:$IMAGE_TAG
 # The e2e test app (test/e2e-multikind/testapp) under every name the specs
 # deploy; testapp-images.sh builds them and says which behaves how.
 TESTAPP_IMAGES=(

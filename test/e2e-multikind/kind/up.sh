@@ -144,10 +144,7 @@ done
 
 # --- images -------------------------------------------------------------------
 if [[ $SKIP_BUILD != 1 ]]; then
-	log "building $HUB_IMAGE and $AGENT_IMAGE"
-	IMAGE_REPO=ghcr.io/flotilla-dev IMAGE_TAG="$IMAGE_TAG" "$ROOT/hack/build-images.sh"
-	log "building the test app images (${TESTAPP_IMAGES[*]})"
-	"$KIND_DIR/testapp-images.sh"
+	"$KIND_DIR/images.sh"
 fi
 for image in "$HUB_IMAGE" "$AGENT_IMAGE" "${TESTAPP_IMAGES[@]}"; do
 	docker image inspect "$image" >/dev/null 2>&1 ||
