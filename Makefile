@@ -140,10 +140,14 @@ E2E_FLAGS ?=
 # cover); kind-covered (the others), so that a machine running both fleets
 # runs each spec once. The sets are in test/e2e-multikind/specsets.go.
 E2E_SPECS ?= all
+# E2E_PARALLEL is go test's -parallel for the suite: how many of the specs
+# that disturb no other (independent, test/e2e-multikind/e2e_test.go) run
+# at once, after the others; 1 runs every spec one after another.
+E2E_PARALLEL ?= 8
 
 .PHONY: e2e
 e2e: prometheus-bin ## Run the e2e suite (test/e2e-multikind) against the local testbed.
-	$(GO) test -tags e2e -count=1 -timeout 40m ./test/e2e-multikind/ -provider=$(E2E_PROVIDER) -specs=$(E2E_SPECS) $(E2E_FLAGS)
+	$(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./test/e2e-multikind/ -provider=$(E2E_PROVIDER) -specs=$(E2E_SPECS) $(E2E_FLAGS)
 
 .PHONY: kind-bin
 kind-bin: testbed-bin ## Build kind, kubelet, kubeadm, kube-proxy, containerd, ctr, crictl, CoreDNS and pause into bin/ for the kind node image (skipped when present).

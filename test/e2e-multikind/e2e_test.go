@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -80,49 +82,132 @@ func input(t *testing.T, short string) SpecInput {
 	return newSpecInput(t, provider, artifacts, short)
 }
 
-// The specs run in this order. The ones that stop a member come last; every
-// spec leaves the fleet as it found it. On the testbed the fleet is mixed:
-// -push-members (member-3 by default) run in Push mode, and every spec
-// runs on that fleet; the ones that disturb agents pick a Pull member.
+// independentSpecs counts the independent specs that have not ended.
+var independentSpecs sync.WaitGroup
 
-func TestInvalidMyAppRefused(t *testing.T) { InvalidSpec(t, input(t, "invalid")) }
+// independent marks t as a spec that disturbs no other: it works only in
+// its own namespace (or on a fleet of its own), stops and cuts off
+// nothing, changes no member, agent or hub setting, and asserts nothing
+// that other specs' pods move (spare capacity). With go test's -parallel above 1 (the Makefile's
+// E2E_PARALLEL) such specs run together, once every other spec of the
+// suite has ended (go test starts the parallel top-level tests after the
+// others); with -parallel=1 they run one after another in their place. It
+// is the first call of the test.
+func independent(t *testing.T) {
+	if testParallelism() < 2 {
+		return
+	}
+	independentSpecs.Add(1)
+	// Registered first, so it runs last, after the spec's own cleanup.
+	t.Cleanup(independentSpecs.Done)
+	t.Parallel()
+}
+
+// afterIndependentSpecs is for a check that needs every spec to have run
+// (the metric scrape check): it waits until the independent specs have
+// ended. t runs in parallel with them so that its wait cannot hold them
+// back; it takes one of -parallel's slots while it waits, so one such
+// check at most.
+func afterIndependentSpecs(t *testing.T) {
+	if testParallelism() < 2 {
+		return
+	}
+	t.Parallel()
+	independentSpecs.Wait()
+}
+
+// testParallelism is go test's -parallel.
+func testParallelism() int {
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil {
+			return n
+		}
+	}
+	return 1
+}
+
+// The specs run in this order, except the independent ones, which run
+// together after all the others (independent). The ones that stop a
+// member come last; every spec leaves the fleet as it found it. On the
+// testbed the fleet is mixed: -push-members (member-3 by default) run in
+// Push mode, and every spec runs on that fleet; the ones that disturb
+// agents pick a Pull member.
+
+func TestInvalidMyAppRefused(t *testing.T) {
+	independent(t)
+	InvalidSpec(t, input(t, "invalid"))
+}
 
 // TestDuplicated also edits the Deployment of every member by hand (the
 // Push member's too) and sees each edit reverted.
 func TestDuplicated(t *testing.T) {
+	independent(t)
 	in := input(t, "duplicated")
 	DuplicatedSpec(t, in, in.Members...)
 }
-func TestDividedStaticWeights(t *testing.T) { DividedStaticSpec(t, input(t, "static")) }
+func TestDividedStaticWeights(t *testing.T) {
+	independent(t)
+	DividedStaticSpec(t, input(t, "static"))
+}
+
+// TestDividedDynamicWeights and TestScaleToZeroDynamicWeights place by the
+// members' spare cpu, which other specs' pods would move: not independent.
 func TestDividedDynamicWeights(t *testing.T) {
 	DynamicWeightsSpec(t, input(t, "dynamic"))
 }
-func TestScaleToZero(t *testing.T) { ScaleToZeroSpec(t, input(t, "zero")) }
+func TestScaleToZero(t *testing.T) {
+	independent(t)
+	ScaleToZeroSpec(t, input(t, "zero"))
+}
 func TestScaleToZeroDuplicated(t *testing.T) {
+	independent(t)
 	ScaleToZeroDuplicatedSpec(t, input(t, "zero-dup"))
 }
 func TestScaleToZeroDynamicWeights(t *testing.T) {
 	ScaleToZeroDynamicSpec(t, input(t, "zero-dyn"))
 }
 func TestScaleToZeroProgressive(t *testing.T) {
+	independent(t)
 	ScaleToZeroProgressiveSpec(t, input(t, "zero-rollout"))
 }
-func TestScaleUpAndDown(t *testing.T)          { ScaleSpec(t, input(t, "scale")) }
-func TestImageRollout(t *testing.T)            { ImageRolloutSpec(t, input(t, "image")) }
-func TestPerClusterOverride(t *testing.T)      { OverrideSpec(t, input(t, "override")) }
-func TestDeleteRemovesEverything(t *testing.T) { DeleteSpec(t, input(t, "delete")) }
-func TestFullPodTemplate(t *testing.T)         { FullPodTemplateSpec(t, input(t, "template")) }
-func TestDependencies(t *testing.T)            { DependenciesSpec(t, input(t, "deps")) }
+func TestScaleUpAndDown(t *testing.T) {
+	independent(t)
+	ScaleSpec(t, input(t, "scale"))
+}
+func TestImageRollout(t *testing.T) {
+	independent(t)
+	ImageRolloutSpec(t, input(t, "image"))
+}
+func TestPerClusterOverride(t *testing.T) {
+	independent(t)
+	OverrideSpec(t, input(t, "override"))
+}
+func TestDeleteRemovesEverything(t *testing.T) {
+	independent(t)
+	DeleteSpec(t, input(t, "delete"))
+}
+func TestFullPodTemplate(t *testing.T) {
+	independent(t)
+	FullPodTemplateSpec(t, input(t, "template"))
+}
+func TestDependencies(t *testing.T) {
+	independent(t)
+	DependenciesSpec(t, input(t, "deps"))
+}
 func TestProgressiveRolloutOrder(t *testing.T) {
+	independent(t)
 	ProgressiveOrderSpec(t, input(t, "progressive"))
 }
 func TestProgressiveRolloutFailure(t *testing.T) {
+	independent(t)
 	ProgressiveFailureSpec(t, input(t, "rollout-failed"))
 }
 func TestProgressiveRolloutRollback(t *testing.T) {
+	independent(t)
 	ProgressiveRollbackSpec(t, input(t, "rollback"))
 }
 func TestProgressiveRolloutPaused(t *testing.T) {
+	independent(t)
 	ProgressivePausedSpec(t, input(t, "paused"))
 }
 

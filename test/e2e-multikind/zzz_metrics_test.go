@@ -25,7 +25,8 @@ import (
 	"github.com/flotilla-dev/flotilla/test/fleet"
 )
 
-// The metrics checks run last (go test runs files in name order): by then
+// The metrics checks run last (go test runs files in name order, and the
+// scrape check waits for the independent specs, which run after it): by then
 // the suite has placed, rolled out, failed over, shifted on health,
 // restarted the hub and the agents, confirmed prunes and joined a member,
 // with a real Prometheus scraping the hub and every agent through their
@@ -123,6 +124,7 @@ func TestEveryDocumentedMetricScraped(t *testing.T) {
 	if !ok || mf.FleetPrometheusURL() == "" {
 		t.Skipf("the %s provider runs no Prometheus of its own", provider.Name())
 	}
+	afterIndependentSpecs(t)
 	prom := mf.FleetPrometheusURL()
 	job := map[string]string{"hub": "flotilla-hub", "agent": "flotilla-agent"}
 	var missing []string
