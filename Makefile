@@ -142,7 +142,8 @@ E2E_FLAGS ?=
 E2E_SPECS ?= all
 # E2E_PARALLEL is go test's -parallel for the suite: how many of the specs
 # that disturb no other (independent, test/e2e-multikind/e2e_test.go) run
-# at once, after the others; 1 runs every spec one after another.
+# at once, after the others; 1 runs every spec one after another. make
+# e2e-kind's default is 4 (hack/kind/e2e-kind.sh), E2E_PARALLEL=N sets it.
 E2E_PARALLEL ?= 8
 
 .PHONY: e2e

@@ -11,7 +11,8 @@
 #   E2E_RUN        -run pattern for the suite (default: every spec)
 #   E2E_TIMEOUT    go test -timeout (default 60m)
 #   E2E_PARALLEL   go test -parallel: how many independent specs run at
-#                  once (default 8, as make e2e; 1: one after another)
+#                  once (default 4: four clusters on 2 cores reached a load
+#                  average of 37 with 8; 1: one after another)
 #   E2E_DEADLINE   a time (seconds since the epoch) by which the suite must
 #                  end: its -timeout is what is left then (at least 60 s);
 #                  overrides E2E_TIMEOUT (CI's time budget, .ci/run)
@@ -84,7 +85,7 @@ if [[ -n ${E2E_DEADLINE:-} ]]; then
 fi
 start=$SECONDS
 rc=0
-(cd "$root" && go test -tags e2e -count=1 -timeout "$timeout" -parallel "${E2E_PARALLEL:-8}" ./test/e2e-multikind/ -v \
+(cd "$root" && go test -tags e2e -count=1 -timeout "$timeout" -parallel "${E2E_PARALLEL:-4}" ./test/e2e-multikind/ -v \
 	${E2E_RUN:+-run "$E2E_RUN"} -args $(cat "$ARTIFACTS/e2e-flags")) 2>&1 | tee "$ARTIFACTS/e2e.log" |
 	grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' >&2 || rc=$?
 grep -qE '^(--- FAIL|FAIL)' "$ARTIFACTS/e2e.log" && rc=1

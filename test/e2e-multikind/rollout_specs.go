@@ -49,14 +49,20 @@ const (
 // the readiness probe a real app would: on kind the test app's
 // flotilla-fail image answers /readyz with 503, so its pods never become
 // Ready (the testbed's kwok stages ignore probes and decide by the image
-// name, with the same outcome).
+// name, with the same outcome). Probed every second, a pod turns unready
+// after three failures in a row (Kubernetes' default), not one, each
+// given 2s: on a loaded 2-core machine running four kind clusters and the
+// independent specs side by side, probes of ready pods were seen to time
+// out twice in a row at the 1s default, and a ready pod flapping to
+// unready reads as a member leaving the rolled-out state, which the order
+// and no-change checks refuse.
 func progressiveApp(in SpecInput, replicas int32, placement flotillav1.Placement, p flotillav1.ProgressiveRollout) *flotillav1.MyApp {
 	app := newMyApp(in, "web", replicas, placement)
 	app.Spec.Template = &flotillav1.PodTemplate{Spec: &corev1.PodSpec{Containers: []corev1.Container{{
 		Name: "web",
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}},
-			PeriodSeconds: 1, FailureThreshold: 1,
+			PeriodSeconds: 1, TimeoutSeconds: 2, FailureThreshold: 3,
 		},
 	}}}}
 	app.Spec.Rollout = &flotillav1.RolloutPolicy{Strategy: flotillav1.RolloutProgressive, Progressive: &p}

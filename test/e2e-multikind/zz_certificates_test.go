@@ -11,10 +11,13 @@ import (
 // Joining and certificate rotation (docs/joining.md). They run after
 // safety_test.go's specs: the join spec adds a fourth member and takes it
 // out again; the rotation spec starts a fleet of its own with two-minute
-// certificates and watches it for three lifetimes.
+// certificates and watches it for three lifetimes. That fleet is the
+// spec's alone, so the spec is independent of the suite's fleet: its six
+// minutes run beside the other independent specs.
 
 func TestJoin(t *testing.T) { JoinSpec(t, input(t, "join")) }
 func TestCertificateRotation(t *testing.T) {
+	independent(t)
 	track(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	short, err := startRotationFleet(ctx)

@@ -129,18 +129,36 @@ EOF
 	fi
 }
 
-kind_config "$HUB_CLUSTER" >"$ARTIFACTS/kind/$HUB_CLUSTER.yaml"
-create_cluster "$HUB_CLUSTER" "$ARTIFACTS/kind/$HUB_CLUSTER.yaml" "$HUB_KUBECONFIG"
-for ((i = 1; i <= MEMBERS; i++)); do
-	cluster=$(member_cluster "$i")
-	# Member i's node is labelled with its topology, as a cloud provider
-	# would label it.
-	kind_config "$cluster" \
-		"topology.kubernetes.io/region=$(member_region "$i")" \
-		"topology.kubernetes.io/zone=$(member_zone "$i")" \
-		"flotilla.dev/provider=$(member_provider "$i")" >"$ARTIFACTS/kind/$cluster.yaml"
-	create_cluster "$cluster" "$ARTIFACTS/kind/$cluster.yaml" "$(member_kubeconfig "$i")"
-done
+# bg NAME CMD... runs CMD in the background, its output in
+# $ARTIFACTS/kind/NAME.log; bg_wait waits for every such job, prints each
+# one's log, and dies naming those that failed. The member clusters are
+# created and loaded, and the agents installed, side by side: most of a
+# cluster's start is waiting (kubeadm, the kubelet, the static pods), so on
+# 2 cores three at once take little longer than one.
+bg_pids=() bg_names=()
+# An up.sh that dies stops its jobs (each in a process group of its own,
+# set -m) rather than leave them creating clusters.
+trap '((${#bg_pids[@]} == 0)) || { kill -- $(printf -- "-%s " "${bg_pids[@]}") 2>/dev/null; wait; }' EXIT
+bg() {
+	local name=$1
+	shift
+	set -m
+	"$@" >"$ARTIFACTS/kind/$name.log" 2>&1 &
+	set +m
+	bg_pids+=("$!")
+	bg_names+=("$name")
+}
+bg_wait() {
+	local i failed=()
+	for i in "${!bg_pids[@]}"; do
+		if ! wait "${bg_pids[$i]}"; then
+			failed+=("${bg_names[$i]}")
+		fi
+		sed "s/^/[${bg_names[$i]}] /" "$ARTIFACTS/kind/${bg_names[$i]}.log" >&2
+	done
+	bg_pids=() bg_names=()
+	((${#failed[@]} == 0)) || die "failed: ${failed[*]} (their output is above and in $ARTIFACTS/kind/<name>.log)"
+}
 
 # --- images -------------------------------------------------------------------
 if [[ $SKIP_BUILD != 1 ]]; then
@@ -150,11 +168,30 @@ for image in "$HUB_IMAGE" "$AGENT_IMAGE" "${TESTAPP_IMAGES[@]}"; do
 	docker image inspect "$image" >/dev/null 2>&1 ||
 		die "image $image not found; run without SKIP_BUILD=1 to build it"
 done
-log "loading the images into the clusters"
-"$KIND" load docker-image "$HUB_IMAGE" --name "$HUB_CLUSTER"
+
+# --- clusters ----------------------------------------------------------------
+# member_up I creates member I's cluster and loads the agent's and the test
+# app's images into it.
+member_up() {
+	local i=$1 cluster
+	cluster=$(member_cluster "$i")
+	# Member i's node is labelled with its topology, as a cloud provider
+	# would label it.
+	kind_config "$cluster" \
+		"topology.kubernetes.io/region=$(member_region "$i")" \
+		"topology.kubernetes.io/zone=$(member_zone "$i")" \
+		"flotilla.dev/provider=$(member_provider "$i")" >"$ARTIFACTS/kind/$cluster.yaml"
+	create_cluster "$cluster" "$ARTIFACTS/kind/$cluster.yaml" "$(member_kubeconfig "$i")"
+	log "loading the agent's and the test app's images into $cluster"
+	"$KIND" load docker-image "$AGENT_IMAGE" "${TESTAPP_IMAGES[@]}" --name "$cluster"
+}
 for ((i = 1; i <= MEMBERS; i++)); do
-	"$KIND" load docker-image "$AGENT_IMAGE" "${TESTAPP_IMAGES[@]}" --name "$(member_cluster "$i")"
+	bg "$(member_cluster "$i")" member_up "$i"
 done
+kind_config "$HUB_CLUSTER" >"$ARTIFACTS/kind/$HUB_CLUSTER.yaml"
+create_cluster "$HUB_CLUSTER" "$ARTIFACTS/kind/$HUB_CLUSTER.yaml" "$HUB_KUBECONFIG"
+log "loading the hub's image into $HUB_CLUSTER"
+"$KIND" load docker-image "$HUB_IMAGE" --name "$HUB_CLUSTER"
 
 # image_id IMAGE prints the short ID of a local image. The charts put it in
 # a pod annotation, so that a rerun with a rebuilt image under the same tag
@@ -181,6 +218,8 @@ log "installing the hub (chart deploy/charts/flotilla-hub); agents will dial it 
 	--wait --timeout "$WAIT_TIMEOUT"
 
 # --- members --------------------------------------------------------------------
+log "waiting for the member clusters"
+bg_wait
 log "creating a join token (kubectl flotilla token create --helm-values)"
 (cd "$ROOT" && go build -o "$ARTIFACTS/bin/kubectl-flotilla" ./cmd/kubectl-flotilla)
 JOIN_VALUES=$ARTIFACTS/join-values.yaml
@@ -188,22 +227,28 @@ JOIN_VALUES=$ARTIFACTS/join-values.yaml
 	--auto-accept --ttl 1h --description "test/e2e-multikind/kind/up.sh" \
 	--hub-address "$HUB_ADDRESS" --helm-values >"$JOIN_VALUES"
 
-members=()
-for ((i = 1; i <= MEMBERS; i++)); do
-	name=$(member_name "$i")
-	members+=("$name")
-	log "installing the agent in $name (chart deploy/charts/flotilla-agent)"
+# agent_up I installs the agent in member I by its chart.
+agent_up() {
+	local i=$1
 	"$HELM" upgrade --install flotilla-agent "$ROOT/deploy/charts/flotilla-agent" \
 		--kubeconfig "$(member_kubeconfig "$i")" -n flotilla-system --create-namespace \
 		-f "$JOIN_VALUES" \
-		--set clusterName="$name" \
+		--set clusterName="$(member_name "$i")" \
 		--set image.tag="$IMAGE_TAG" \
 		--set certificates.join.region="$(member_region "$i")" \
 		--set certificates.join.zone="$(member_zone "$i")" \
 		--set certificates.join.provider="$(member_provider "$i")" \
 		--set-string "podAnnotations.flotilla\\.dev/image-id=$(image_id "$AGENT_IMAGE")" \
 		--wait --timeout "$WAIT_TIMEOUT"
+}
+members=()
+for ((i = 1; i <= MEMBERS; i++)); do
+	name=$(member_name "$i")
+	members+=("$name")
+	log "installing the agent in $name (chart deploy/charts/flotilla-agent)"
+	bg "agent-$name" agent_up "$i"
 done
+bg_wait
 
 # --- ready ------------------------------------------------------------------------
 log "waiting for ${members[*]} to be Ready on the hub"
