@@ -88,11 +88,11 @@ var independentSpecs sync.WaitGroup
 // independent marks t as a spec that disturbs no other: it works only in
 // its own namespace (or on a fleet of its own), stops and cuts off
 // nothing, changes no member, agent or hub setting, and asserts nothing
-// that other specs' pods move (spare capacity). With go test's -parallel above 1 (the Makefile's
-// E2E_PARALLEL) such specs run together, once every other spec of the
-// suite has ended (go test starts the parallel top-level tests after the
-// others); with -parallel=1 they run one after another in their place. It
-// is the first call of the test.
+// that other specs' pods move (spare capacity). With go test's -parallel
+// above 1 (the Makefile's E2E_PARALLEL) such specs run together, once
+// every other spec of the suite has ended (go test starts the parallel
+// top-level tests after the others); with -parallel=1 they run one after
+// another in their place. It is the first call of the test.
 func independent(t *testing.T) {
 	if testParallelism() < 2 {
 		return
