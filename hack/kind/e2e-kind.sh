@@ -92,4 +92,19 @@ grep -qE '^(--- FAIL|FAIL)' "$ARTIFACTS/e2e.log" && rc=1
 grep -qE '^ok ' "$ARTIFACTS/e2e.log" || rc=1
 note "e2e suite on kind: $((SECONDS - start)) s, $(grep -c '^--- PASS' "$ARTIFACTS/e2e.log") passed, $(grep -c '^--- FAIL' "$ARTIFACTS/e2e.log") failed, $(grep -c '^--- SKIP' "$ARTIFACTS/e2e.log") skipped"
 grep -E '^--- (FAIL|SKIP)' "$ARTIFACTS/e2e.log" | sed 's/^/  /' | tee -a "$report" >&2 || true
+# What each failed spec logged last (its failure among it), into the
+# report, which is printed last: a CI that keeps only the end of a run's
+# output still shows why (three specs at most, eight lines each).
+awk '
+	/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+	/^ *--- (PASS|FAIL|SKIP): / { name = $3; if ($2 == "FAIL:" && !(name in failed)) { failed[name] = 1; order[++n] = name } ; cur = ""; next }
+	cur != "" && /^    / { k = cnt[cur]++ % 8; last[cur, k] = substr($0, 1, 300) }
+	END {
+		for (i = 1; i <= n && i <= 3; i++) {
+			t = order[i]; c = cnt[t]
+			if (c == 0) continue
+			print "  last lines of " t ":"
+			for (j = (c > 8 ? c - 8 : 0); j < c; j++) print "  " last[t, j % 8]
+		}
+	}' "$ARTIFACTS/e2e.log" | tee -a "$report" >&2 || true
 exit "$rc"

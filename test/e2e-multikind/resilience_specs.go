@@ -645,13 +645,17 @@ func stopMembers(t *testing.T, in SpecInput, names ...string) (restarts []func()
 		wg.Go(func() { errs[i] = in.Provider.StopMember(ctx, name) })
 	}
 	wg.Wait()
-	for i, name := range names {
-		// Each one stopped (or tried) comes back when the spec ends.
-		t.Cleanup(func() {
-			dumpIfFailed(t, in, name+"-down")
-			restarts[i]()
-		})
-	}
+	// Each one stopped (or tried) comes back when the spec ends, all at
+	// once as they were stopped: started one after another, the first
+	// back would release a partition brake while the others are down.
+	t.Cleanup(func() {
+		dumpIfFailed(t, in, strings.Join(names, "+")+"-down")
+		var wg sync.WaitGroup
+		for _, restart := range restarts {
+			wg.Go(restart)
+		}
+		wg.Wait()
+	})
 	for i, name := range names {
 		if errs[i] != nil {
 			t.Fatalf("stopping %s: %v", name, errs[i])
