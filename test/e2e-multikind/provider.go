@@ -83,6 +83,18 @@ type SyncModeSwitcher interface {
 	SetSyncMode(ctx context.Context, member string, mode flotillav1.SyncMode) error
 }
 
+// MemberKiller is a provider whose StopMember shuts a member down over
+// seconds that vary (kind: docker stop lets the node's systemd stop its
+// units; two nodes stopped at the same instant died 3.5 s and 8.8 s
+// later), and that can also stop one at an instant (docker kill).
+// stopMembers kills when it stops several members, so that they fall
+// silent together, as a partition's do; one member lost alone is stopped.
+type MemberKiller interface {
+	// KillMember stops member's control plane at once, without a
+	// shutdown; StartMember brings it back as after StopMember.
+	KillMember(ctx context.Context, member string) error
+}
+
 // Partitioner is a provider that can cut a member off the network the hub
 // and the other members are on, as a network partition would, while the
 // member itself keeps running (kind: docker network disconnect of its

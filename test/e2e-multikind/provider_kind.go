@@ -34,8 +34,8 @@ import (
 // suite, and it starts nothing: the clusters are the user's.
 //
 // Outages are Docker's: StopMember is `docker stop <cluster>-control-plane`
-// (the node container, agent included) and StartMember `docker start`, at
-// the address the node had (pinAddress).
+// (the node container, agent included), KillMember `docker kill`, and
+// StartMember `docker start`, at the address the node had (pinAddress).
 type kindProvider struct {
 	hubCfg  *rest.Config
 	hub     client.Client
@@ -169,10 +169,23 @@ func docker(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// StopMember stops the member's node container and pins its address on
-// its docker network (pinAddress), so that StartMember gives the node the
-// address it had.
+// StopMember stops the member's node container (docker stop: its systemd
+// shuts the node down) and pins its address on its docker network
+// (pinAddress), so that StartMember gives the node the address it had.
 func (p *kindProvider) StopMember(ctx context.Context, name string) error {
+	return p.stopNode(ctx, name, "stop")
+}
+
+var _ MemberKiller = &kindProvider{}
+
+// KillMember is StopMember with docker kill: the node stops at once.
+func (p *kindProvider) KillMember(ctx context.Context, name string) error {
+	return p.stopNode(ctx, name, "kill")
+}
+
+// stopNode stops the member's node container with docker verb (stop or
+// kill) and pins its address.
+func (p *kindProvider) stopNode(ctx context.Context, name, verb string) error {
 	m, err := p.member(name)
 	if err != nil {
 		return err
@@ -186,8 +199,14 @@ func (p *kindProvider) StopMember(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := docker(ctx, "stop", node); err != nil {
+	if err := docker(ctx, verb, node); err != nil {
 		return err
+	}
+	if verb == "kill" {
+		// docker kill returns once the signal is sent.
+		if err := docker(ctx, "wait", node); err != nil {
+			return err
+		}
 	}
 	return pinAddress(ctx, node, network, ip)
 }

@@ -618,10 +618,11 @@ func stopMember(t *testing.T, in SpecInput, name string) (restart func()) {
 	return stopMembers(t, in, name)[0]
 }
 
-// stopMembers stops the members' control planes at once (in parallel: a
-// kind node takes seconds to stop, and members stopped one after another
-// would fall silent seconds apart), as stopMember does for one, and
-// returns their restarts in the same order.
+// stopMembers stops the members' control planes at once (in parallel, and
+// when there are several, killed where the provider can, MemberKiller: a
+// kind node takes seconds that vary to stop, and members stopped one
+// after another, or even together, would fall silent seconds apart), as
+// stopMember does for one, and returns their restarts in the same order.
 func stopMembers(t *testing.T, in SpecInput, names ...string) (restarts []func()) {
 	t.Helper()
 	ctx := context.Background()
@@ -639,10 +640,14 @@ func stopMembers(t *testing.T, in SpecInput, names ...string) (restarts []func()
 			})
 		})
 	}
+	stop, stopped := in.Provider.StopMember, "stopped"
+	if k, ok := in.Provider.(MemberKiller); ok && len(names) > 1 {
+		stop, stopped = k.KillMember, "killed"
+	}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Go(func() { errs[i] = in.Provider.StopMember(ctx, name) })
+		wg.Go(func() { errs[i] = stop(ctx, name) })
 	}
 	wg.Wait()
 	// Each one stopped (or tried) comes back when the spec ends, all at
@@ -660,7 +665,7 @@ func stopMembers(t *testing.T, in SpecInput, names ...string) (restarts []func()
 		if errs[i] != nil {
 			t.Fatalf("stopping %s: %v", name, errs[i])
 		}
-		t.Logf("stopped %s's control plane", name)
+		t.Logf("%s %s's control plane", stopped, name)
 	}
 	return restarts
 }

@@ -224,7 +224,8 @@ func hubStatus(ctx context.Context, in SpecInput) (map[string]string, error) {
 	return cm.Data, nil
 }
 
-// PartitionBrakeSpec: two of three members' control planes stop at once.
+// PartitionBrakeSpec: two of three members' control planes stop at once
+// (killed where the provider can: stopMembers).
 // More than 55% of the fleet fell silent together, so the hub assumes it
 // is the one cut off: both turn Ready Unknown with reason PartitionBrake,
 // neither is tainted and nothing moves (the placement stays 2/2/2 well
