@@ -117,29 +117,7 @@ func DividedStaticSpec(t *testing.T, in SpecInput) {
 // 500m, 250m, 100m and 50m that leaves room for 12.
 func DynamicWeightsSpec(t *testing.T, in SpecInput) {
 	ctx := context.Background()
-	spare := map[string]int64{}
-	eventually(t, "the hub's view of every member's spare cpu matching the member's nodes and pods", convergeTimeout, func() error {
-		for _, m := range in.Members {
-			truth, err := spareCPU(ctx, in.Provider.Member(m))
-			if err != nil {
-				return fmt.Errorf("%s: %w", m, err)
-			}
-			mc := &flotillav1.MemberCluster{}
-			if err := in.Provider.Hub().Get(ctx, client.ObjectKey{Name: m}, mc); err != nil {
-				return err
-			}
-			rs := mc.Status.Resources
-			if rs == nil {
-				return fmt.Errorf("MemberCluster %s has no status.resources yet", m)
-			}
-			alloc, used := rs.Allocatable[corev1.ResourceCPU], rs.Allocated[corev1.ResourceCPU]
-			if hub := alloc.MilliValue() - used.MilliValue(); hub != truth {
-				return fmt.Errorf("MemberCluster %s reports %dm spare cpu, the member's nodes and pods say %dm", m, hub, truth)
-			}
-			spare[m] = truth
-		}
-		return nil
-	})
+	spare := settledSpareCPU(t, in)
 	const replicas = 12
 	var (
 		request int64 // millicores per pod
@@ -210,6 +188,41 @@ func DynamicWeightsSpec(t *testing.T, in SpecInput) {
 	eventually(t, "MyApp web Ready", convergeTimeout, appReady(in, "web", w))
 	// The app's own pods now use some of the room; the decision holds.
 	consistently(t, "the dynamic placement staying put once its pods use the room", 10*time.Second, placementIs(in, "web", placed))
+}
+
+// settledSpareCPU waits until the hub's view of every member's spare cpu
+// matches the member's nodes and pods, and returns it. A spec whose
+// placement follows spare capacity (dynamic weights) starts from it: the
+// agents recompute their capacity every 10 s, so right after a spec that
+// filled the members (and waited for its pods to go) the hub may still
+// see some of them full and give them none of the replicas.
+func settledSpareCPU(t *testing.T, in SpecInput) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	spare := map[string]int64{}
+	eventually(t, "the hub's view of every member's spare cpu matching the member's nodes and pods", convergeTimeout, func() error {
+		for _, m := range in.Members {
+			truth, err := spareCPU(ctx, in.Provider.Member(m))
+			if err != nil {
+				return fmt.Errorf("%s: %w", m, err)
+			}
+			mc := &flotillav1.MemberCluster{}
+			if err := in.Provider.Hub().Get(ctx, client.ObjectKey{Name: m}, mc); err != nil {
+				return err
+			}
+			rs := mc.Status.Resources
+			if rs == nil {
+				return fmt.Errorf("MemberCluster %s has no status.resources yet", m)
+			}
+			alloc, used := rs.Allocatable[corev1.ResourceCPU], rs.Allocated[corev1.ResourceCPU]
+			if hub := alloc.MilliValue() - used.MilliValue(); hub != truth {
+				return fmt.Errorf("MemberCluster %s reports %dm spare cpu, the member's nodes and pods say %dm", m, hub, truth)
+			}
+			spare[m] = truth
+		}
+		return nil
+	})
+	return spare
 }
 
 // spareCPU is the member's allocatable cpu over Ready, schedulable nodes

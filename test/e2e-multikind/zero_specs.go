@@ -53,8 +53,10 @@ func ScaleToZeroDuplicatedSpec(t *testing.T, in SpecInput) {
 // ScaleToZeroDynamicSpec: the same for 6 replicas Divided by dynamic
 // weights (spare capacity): the members it ran in keep their Deployments at
 // 0, and scaling back places the 6 replicas in those members again, on the
-// same Deployments.
+// same Deployments. It starts once the hub's view of spare capacity is
+// current (settledSpareCPU).
 func ScaleToZeroDynamicSpec(t *testing.T, in SpecInput) {
+	settledSpareCPU(t, in)
 	scaleToZeroAndBack(t, ScaleToZeroInput{SpecInput: in, Replicas: 6,
 		Placement: flotillav1.Placement{ReplicaScheduling: &flotillav1.ReplicaSchedulingStrategy{
 			ReplicaSchedulingType:     flotillav1.ReplicaSchedulingDivided,
