@@ -186,16 +186,7 @@ func (p *kindProvider) KillMember(ctx context.Context, name string) error {
 // stopNode stops the member's node container with docker verb (stop or
 // kill) and pins its address.
 func (p *kindProvider) stopNode(ctx context.Context, name, verb string) error {
-	m, err := p.member(name)
-	if err != nil {
-		return err
-	}
-	node := m.cluster + "-control-plane"
-	network, err := nodeNetwork(ctx, node)
-	if err != nil {
-		return err
-	}
-	ip, err := nodeAddress(ctx, node, network)
+	_, node, network, ip, err := p.nodeOnNetwork(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -209,6 +200,22 @@ func (p *kindProvider) stopNode(ctx context.Context, name, verb string) error {
 		}
 	}
 	return pinAddress(ctx, node, network, ip)
+}
+
+// nodeOnNetwork finds the member's node container, its docker network and
+// its address there.
+func (p *kindProvider) nodeOnNetwork(ctx context.Context, name string) (m *kindMember, node, network, ip string, err error) {
+	if m, err = p.member(name); err != nil {
+		return nil, "", "", "", err
+	}
+	node = m.cluster + "-control-plane"
+	if network, err = nodeNetwork(ctx, node); err != nil {
+		return nil, "", "", "", err
+	}
+	if ip, err = nodeAddress(ctx, node, network); err != nil {
+		return nil, "", "", "", err
+	}
+	return m, node, network, ip, nil
 }
 
 // nodeAddress is node's IPv4 address on network.
@@ -306,16 +313,7 @@ func nodeNetwork(ctx context.Context, node string) (string, error) {
 // after noting its address there, so that HealMember gives the same one
 // back (the node's apiserver certificate and kubelet name it).
 func (p *kindProvider) PartitionMember(ctx context.Context, name string) error {
-	m, err := p.member(name)
-	if err != nil {
-		return err
-	}
-	node := m.cluster + "-control-plane"
-	network, err := nodeNetwork(ctx, node)
-	if err != nil {
-		return err
-	}
-	ip, err := nodeAddress(ctx, node, network)
+	m, node, network, ip, err := p.nodeOnNetwork(ctx, name)
 	if err != nil {
 		return err
 	}
