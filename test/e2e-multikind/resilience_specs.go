@@ -618,6 +618,15 @@ func stopMember(t *testing.T, in SpecInput, name string) (restart func()) {
 	return stopMembers(t, in, name)[0]
 }
 
+// startAll runs stopMembers' restarts at once and returns when each did.
+func startAll(restarts []func()) {
+	var wg sync.WaitGroup
+	for _, restart := range restarts {
+		wg.Go(restart)
+	}
+	wg.Wait()
+}
+
 // stopMembers stops the members' control planes at once (in parallel, and
 // when there are several, killed where the provider can, MemberKiller: a
 // kind node takes seconds that vary to stop, and members stopped one
@@ -655,11 +664,7 @@ func stopMembers(t *testing.T, in SpecInput, names ...string) (restarts []func()
 	// back would release a partition brake while the others are down.
 	t.Cleanup(func() {
 		dumpIfFailed(t, in, strings.Join(names, "+")+"-down")
-		var wg sync.WaitGroup
-		for _, restart := range restarts {
-			wg.Go(restart)
-		}
-		wg.Wait()
+		startAll(restarts)
 	})
 	for i, name := range names {
 		if errs[i] != nil {

@@ -312,11 +312,7 @@ func PartitionBrakeSpec(t *testing.T, in SpecInput) {
 	// restarted one after the other, the first back would release the
 	// brake while the others are still down, and those would then be lost
 	// on their own and failed over, as they should be.
-	var wg sync.WaitGroup
-	for _, restart := range restarts {
-		wg.Go(restart)
-	}
-	wg.Wait()
+	startAll(restarts)
 	eventually(t, "every member Ready again", convergeTimeout, func() error { return membersReady(ctx, in) })
 	eventually(t, "the brake released in the hub status ConfigMap", convergeTimeout, func() error {
 		data, err := hubStatus(ctx, in)
