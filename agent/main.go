@@ -42,6 +42,7 @@ func run() error {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint (0 disables it)")
 	metricsSecure := fs.Bool("metrics-secure", true, "serve /metrics over HTTPS to bearer tokens the member apiserver authenticates whose identity may get /metrics (ClusterRole flotilla-metrics-reader); false serves plain HTTP to anyone, for local testbeds only")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof profiles, plain HTTP without authentication (empty disables; e.g. 127.0.0.1:6061, then kubectl port-forward)")
 	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often to heartbeat to the hub")
 	fs.DurationVar(&opts.ResourceInterval, "resource-summary-interval", 10*time.Second, "how often to recompute the member's capacity")
 	fs.BoolVar(&opts.CreateNamespaces, "create-namespaces", true, "create a Work's target namespace when it does not exist")

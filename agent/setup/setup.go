@@ -122,6 +122,9 @@ type Options struct {
 	Lease serving.LeaseTimings
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz.
 	MetricsAddr, ProbeAddr string
+	// PprofAddr serves Go's /debug/pprof (empty: off). Plain HTTP with no
+	// authentication: bind it to loopback.
+	PprofAddr string
 	// InsecureMetrics serves /metrics as plain HTTP open to anyone who
 	// reaches it (--metrics-secure=false, for the local testbed). The
 	// zero value serves HTTPS and admits only bearer tokens the member
@@ -260,6 +263,7 @@ func New(opts Options) (*Agent, error) {
 		RetryPeriod:            durationPtr(lease.RetryPeriod),
 		Metrics:                serving.MetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
 		HealthProbeBindAddress: opts.ProbeAddr,
+		PprofBindAddress:       opts.PprofAddr,
 		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			// Only what Flotilla applied: a member's other Deployments
