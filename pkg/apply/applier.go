@@ -292,12 +292,19 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 	}
 	defer releaseShared()
 
+	// What the member holds of each object is read while the intent is
+	// recorded: the reads need nothing from the record, and each object
+	// the cache does not hold (every new one) costs a live read, a round
+	// trip that would otherwise come after the record's write and before
+	// the apply.
+	live := a.readLive(ctx, desired)
 	// Record first: an object created by an apply whose record write
 	// never happened could not be deleted by anyone later.
 	recErr := a.ensureLoaded(ctx)
 	if recErr == nil {
 		recErr = a.recordIntent(ctx, work.Name, wanted, work.Spec.DeletionPolicy)
 	}
+	existing := live()
 	for i, obj := range desired {
 		switch {
 		case obj == nil:
@@ -305,7 +312,7 @@ func (a *Applier) Apply(ctx context.Context, work *v1alpha1.Work) ([]Result, err
 			id, _ := identifier(obj)
 			results[i], errs[i] = failed(id, v1alpha1.ReasonApplyFailed, fmt.Errorf("recording the object in the applied set before applying it: %w", recErr))
 		default:
-			results[i], errs[i] = a.applyManifest(ctx, work, obj)
+			results[i], errs[i] = a.applyManifest(ctx, work, obj, existing[i])
 		}
 	}
 
@@ -381,12 +388,40 @@ func identifier(obj *unstructured.Unstructured) (v1alpha1.ResourceIdentifier, sc
 	return v1alpha1.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}, gvk
 }
 
-// applyManifest applies desired, one manifest of work, and says how it
-// went; the error is non-nil exactly when the Result's reason is not
-// ReasonApplied.
-func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, desired *unstructured.Unstructured) (Result, error) {
-	id, gvk := identifier(desired)
-	existing, err := a.getLive(ctx, gvk, client.ObjectKeyFromObject(desired))
+// liveObject is what getLive read of one object: the object, nil when it
+// does not exist, or the error that kept it from being read.
+type liveObject struct {
+	obj *unstructured.Unstructured
+	err error
+}
+
+// readLive starts reading, in parallel, the live state of each object of
+// desired (nil entries are skipped) and returns a function that waits for
+// the reads and gives their results, by index.
+func (a *Applier) readLive(ctx context.Context, desired []*unstructured.Unstructured) func() []liveObject {
+	out := make([]liveObject, len(desired))
+	var wg sync.WaitGroup
+	for i, obj := range desired {
+		if obj == nil {
+			continue
+		}
+		wg.Go(func() {
+			_, gvk := identifier(obj)
+			out[i].obj, out[i].err = a.getLive(ctx, gvk, client.ObjectKeyFromObject(obj))
+		})
+	}
+	return func() []liveObject {
+		wg.Wait()
+		return out
+	}
+}
+
+// applyManifest applies desired, one manifest of work, over live (what
+// readLive found of it), and says how it went; the error is non-nil
+// exactly when the Result's reason is not ReasonApplied.
+func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, desired *unstructured.Unstructured, live liveObject) (Result, error) {
+	id, _ := identifier(desired)
+	existing, err := live.obj, live.err
 	if err != nil {
 		return refused(id, fmt.Errorf("reading the existing object: %w", err))
 	}
