@@ -310,3 +310,46 @@ func TestStatusWriterAsksNoCacheAfterAWriteOfUnknownOutcome(t *testing.T) {
 		t.Errorf("the report equal to the stale cache was not written: the apiserver keeps %q", got)
 	}
 }
+
+// TestStatusWriterWritesReportsOfWorksTheCacheDoesNotShowYet: agents get
+// a Work from the hub's write before the hub's cache shows it
+// (WorkSource.Written), so their first report can come first too. With
+// Fresher giving that Work the report is written; without it (as before
+// the writes were handed on), a report for a Work the cache lacks is
+// dropped.
+func TestStatusWriterWritesReportsOfWorksTheCacheDoesNotShowYet(t *testing.T) {
+	f := newTrustFixture(t, "old")
+	ns := flotillav1.ClusterNamespace(trustCluster)
+	// In the apiserver only: the cache has not seen it.
+	for _, name := range []string{"early", "dropped"} {
+		if err := f.api.Create(context.Background(), &flotillav1.Work{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.report("dropped", reportOf("ok"))
+	if got := f.stored("dropped"); len(got.Conditions) != 0 {
+		t.Fatalf("without Fresher, a report for a Work the cache lacks was written: %+v", got)
+	}
+	var askedMu sync.Mutex
+	var asked []string
+	f.w.Fresher = func(namespace, name string, cached *flotillav1.Work) *flotillav1.Work {
+		askedMu.Lock()
+		asked = append(asked, name)
+		askedMu.Unlock()
+		if cached != nil || name != "early" {
+			return nil
+		}
+		w := &flotillav1.Work{}
+		if err := f.api.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, w); err != nil {
+			t.Error(err)
+			return nil
+		}
+		return w
+	}
+	f.report("early", reportOf("ok"))
+	if got := f.stored("early"); len(got.Conditions) != 1 || got.Conditions[0].Message != "ok" {
+		askedMu.Lock()
+		defer askedMu.Unlock()
+		t.Errorf("the report for a Work Fresher gives was not written: %+v (Fresher asked for %v)", got, asked)
+	}
+}
