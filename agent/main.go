@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,7 +25,18 @@ func main() {
 	}
 }
 
+// defaultGOGC is the agent's GOGC unless the environment sets one: the
+// heap may grow by half its live size between collections, not Go's
+// default of all of it. An agent at rest holds little (the Works and the
+// caches of what it applied) and collects rarely, so the smaller headroom
+// costs little CPU and is resident memory the member gets back
+// (docs/benchmarks.md, issue 21).
+const defaultGOGC = 50
+
 func run() error {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGOGC)
+	}
 	var opts setup.Options
 	// controller-runtime registers --kubeconfig (the member cluster;
 	// default: in-cluster config or $KUBECONFIG) itself.
