@@ -406,13 +406,6 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 		return nil, nil, err
 	}
 	hub := &Hub{Manager: mgr, Tracker: tracker, StatusWriter: statusWriter}
-	// hub.Works is set before the manager starts, so before any write.
-	statusWriter.Fresher = func(namespace, name string, cached *flotillav1.Work) *flotillav1.Work {
-		if hub.Works == nil {
-			return nil
-		}
-		return hub.Works.Fresher(namespace, name, cached)
-	}
 	if err := mgr.Add(&versionReporter{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), namespace: hubNamespace(opts), log: opts.Logger.WithName("version")}); err != nil {
 		return nil, nil, err
 	}
@@ -425,13 +418,6 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 		MaxConcurrentReconciles: opts.MyAppWorkers,
 		RevisionKey: func(ctx context.Context) ([]byte, error) {
 			return EnsureRevisionKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
-		},
-		// hub.Works is set before the manager starts, so before any
-		// reconcile.
-		WorkWritten: func(w *flotillav1.Work) {
-			if hub.Works != nil {
-				hub.Works.Written(w)
-			}
 		},
 	}).SetupWithManager(mgr); err != nil {
 		return nil, nil, fmt.Errorf("setting up the MyApp controller: %w", err)

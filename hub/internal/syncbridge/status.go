@@ -52,12 +52,6 @@ type StatusWriter struct {
 	// hub (a restart, a failover to another replica) rewrote the status of
 	// every Work in the fleet, and each rewrite reconciled its MyApp.
 	Informers informerGetter
-	// Fresher, when set, gives the Work the hub wrote when it is newer
-	// than cached (nil: the cache does not hold it), else nil: the
-	// WorkSource's Fresher, since agents get Works from the hub's writes
-	// before the cache shows them. It must not modify cached, and the
-	// writer does not modify what it returns.
-	Fresher func(namespace, name string, cached *flotillav1.Work) *flotillav1.Work
 	// Workers is the number of parallel writers (default 8).
 	Workers int
 	// MaxPendingBytes bounds, per cluster, the reports waiting to be
@@ -271,21 +265,11 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *flotillav1.WorkStatus) error {
 	work := &flotillav1.Work{}
 	if err := w.Reader.Get(ctx, key, work); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return err
+		if apierrors.IsNotFound(err) {
+			w.forget(key)
+			return nil
 		}
-		work = nil
-	}
-	if w.Fresher != nil {
-		// The agent may have the Work from the hub's write before the
-		// cache shows it (WorkSource.Written): its report is about that.
-		if f := w.Fresher(key.Namespace, key.Name, work); f != nil {
-			work = f
-		}
-	}
-	if work == nil {
-		w.forget(key)
-		return nil
+		return err
 	}
 	w.mu.Lock()
 	last := w.written[key]

@@ -62,11 +62,6 @@ type Reconciler struct {
 	// ServiceAccounts the apps' pods use, live, when the metadata cache
 	// says it changed (only their metadata is cached). Client when nil.
 	APIReader client.Reader
-	// WorkWritten, when set, is given each Work the reconciler wrote, as
-	// the apiserver answered the write, so that it travels to its member
-	// without waiting for the informer's event (the sync bridge's
-	// WorkSource.Written). It must not modify the Work.
-	WorkWritten func(*flotillav1.Work)
 
 	deps depCache
 	// rolloutSeen is where each rollout stood when last exported

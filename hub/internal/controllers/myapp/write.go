@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -235,21 +233,13 @@ func (r *Reconciler) deleteWork(ctx context.Context, w *flotillav1.Work, why str
 
 // applyWork server-side applies w, creating its cluster namespace when the
 // MemberCluster controller has not yet.
-//
-// When WorkWritten is set, it gets the Work as the apiserver answered the
-// write.
 func (r *Reconciler) applyWork(ctx context.Context, w *flotillav1.Work) error {
-	var answer *unstructured.Unstructured
 	apply := func() error {
-		u, err := ssa.Unstructured(w)
+		ac, err := ssa.ApplyConfiguration(w)
 		if err != nil {
 			return err
 		}
-		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(flotillav1.FieldOwnerHub), client.ForceOwnership); err != nil {
-			return err
-		}
-		answer = u
-		return nil
+		return r.Client.Apply(ctx, ac, client.FieldOwner(flotillav1.FieldOwnerHub), client.ForceOwnership)
 	}
 	err := apply()
 	if apierrors.IsNotFound(err) {
@@ -261,16 +251,6 @@ func (r *Reconciler) applyWork(ctx context.Context, w *flotillav1.Work) error {
 	}
 	if err != nil {
 		return fmt.Errorf("applying Work %s/%s: %w", w.Namespace, w.Name, err)
-	}
-	if r.WorkWritten != nil {
-		stored := &flotillav1.Work{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(answer.Object, stored); err != nil {
-			// Only a shortcut is lost: the informer's event tells.
-			log.FromContext(ctx).V(1).Info("the apiserver's answer to a Work write does not convert; its informer event will tell", "work", w.Namespace+"/"+w.Name, "error", err.Error())
-			return nil
-		}
-		stored.ManagedFields = nil
-		r.WorkWritten(stored)
 	}
 	return nil
 }
