@@ -10,6 +10,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +24,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/internal/testutil"
+	"github.com/flotilla-dev/flotilla/test/fleet"
 )
 
 // restProc is one process's memory at rest.
@@ -96,8 +99,40 @@ func (b *bench) atRest(ctx context.Context) error {
 		return err
 	}
 	b.rest = procs
+	if err := b.saveHeapProfiles(); err != nil {
+		return err
+	}
 	progress("at rest: measured; deleting the %d MyApps", n)
 	return b.deleteRest(ctx, names)
+}
+
+// saveHeapProfiles writes, with -heap-profiles, the heap profile of the
+// hub and of every agent replica into that folder.
+func (b *bench) saveHeapProfiles() error {
+	dir := b.opts.heapProfiles
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	addrs := map[string]string{"hub": b.f.HubPprofAddr()}
+	for _, m := range b.members {
+		for _, name := range b.f.AgentReplicas(m) {
+			addrs[name] = b.f.AgentPprofAddr(name)
+		}
+	}
+	for name, addr := range addrs {
+		if addr == "" {
+			continue
+		}
+		path := filepath.Join(dir, name+".heap.pprof")
+		if err := fleet.SaveHeapProfile(addr, path); err != nil {
+			return fmt.Errorf("at rest: heap profile of %s: %w", name, err)
+		}
+		progress("at rest: heap profile of %s in %s", name, path)
+	}
+	return nil
 }
 
 // How long the at-rest MyApps may take to become Ready and to go, how

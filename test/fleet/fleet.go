@@ -83,6 +83,10 @@ type Config struct {
 	// scraper to; default CRDDir/../metrics_reader_role.yaml (the one
 	// deploy/hub ships).
 	MetricsReaderRole string
+	// Pprof runs the hub and the agents with --pprof-bind-address on a
+	// free loopback port each (Supervised.PprofAddr, HubPprofAddr,
+	// AgentPprofAddr). Off by default.
+	Pprof bool
 }
 
 // Fleet is a running local Flotilla.
@@ -123,9 +127,10 @@ type Fleet struct {
 	// metricsTokens are the scraper's tokens by cluster ("hub" or a
 	// member), with SecureMetrics.
 	metricsTokens map[string]string
-	// agentAddrs are each agent replica's metrics and probe addresses,
-	// kept when it is started again so that a scrape config stays true.
-	agentAddrs map[string][2]string
+	// agentAddrs are each agent replica's metrics, probe and pprof (""
+	// without Config.Pprof) addresses, kept when it is started again so
+	// that a scrape config stays true.
+	agentAddrs map[string][3]string
 }
 
 // Scheme returns a scheme with core types and Flotilla's.
@@ -174,7 +179,7 @@ func Start(ctx context.Context, cfg Config) (f *Fleet, err error) {
 		return nil, err
 	}
 	f = &Fleet{cfg: cfg, scheme: Scheme(), members: map[string]client.Client{}, agents: map[string][]*Supervised{}, push: map[string]bool{},
-		prometheus: map[string]*testbed.Prometheus{}, agentAddrs: map[string][2]string{}}
+		prometheus: map[string]*testbed.Prometheus{}, agentAddrs: map[string][3]string{}}
 	for _, name := range cfg.PushMembers {
 		f.push[name] = true
 	}
@@ -366,6 +371,13 @@ func (f *Fleet) startHub() error {
 		"--cert-dir", "",
 	}
 	args = append(args, f.metricsArgs(metrics)...)
+	pprof := ""
+	if f.cfg.Pprof {
+		if pprof, err = freeAddr(); err != nil {
+			return err
+		}
+		args = append(args, "--pprof-bind-address", pprof)
+	}
 	if f.cfg.CertificateLifetime > 0 {
 		args = append(args, "--agent-certificate-lifetime", f.cfg.CertificateLifetime.String(),
 			"--serving-certificate-lifetime", f.cfg.CertificateLifetime.String())
@@ -386,7 +398,7 @@ func (f *Fleet) startHub() error {
 	if err != nil {
 		return err
 	}
-	s.MetricsAddr = metrics
+	s.MetricsAddr, s.PprofAddr = metrics, pprof
 	f.mu.Lock()
 	s.MetricsToken = f.metricsTokens[hubCluster]
 	f.hub = s
@@ -422,7 +434,13 @@ func (f *Fleet) superviseAgent(member string, i int) (*Supervised, error) {
 		if err != nil {
 			return nil, err
 		}
-		addrs = [2]string{metrics, probe}
+		pprof := ""
+		if f.cfg.Pprof {
+			if pprof, err = freeAddr(); err != nil {
+				return nil, err
+			}
+		}
+		addrs = [3]string{metrics, probe, pprof}
 		f.mu.Lock()
 		f.agentAddrs[name] = addrs
 		f.mu.Unlock()
@@ -438,6 +456,9 @@ func (f *Fleet) superviseAgent(member string, i int) (*Supervised, error) {
 		"--resource-summary-interval", "2s",
 	}
 	args = append(args, f.metricsArgs(metrics)...)
+	if addrs[2] != "" {
+		args = append(args, "--pprof-bind-address", addrs[2])
+	}
 	if f.cfg.HeartbeatInterval > 0 {
 		args = append(args, "--heartbeat-interval", f.cfg.HeartbeatInterval.String())
 	}
@@ -448,7 +469,7 @@ func (f *Fleet) superviseAgent(member string, i int) (*Supervised, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.MetricsAddr = metrics
+	s.MetricsAddr, s.PprofAddr = metrics, addrs[2]
 	if s.MetricsToken, err = f.memberMetricsToken(member); err != nil {
 		return nil, errors.Join(err, s.Stop())
 	}

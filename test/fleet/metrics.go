@@ -293,3 +293,52 @@ func (f *Fleet) MetricsEndpoints() []MetricsEndpoint {
 	}
 	return out
 }
+
+// HubPprofAddr is where the hub serves /debug/pprof ("" without
+// Config.Pprof, or when no hub runs).
+func (f *Fleet) HubPprofAddr() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hub == nil {
+		return ""
+	}
+	return f.hub.PprofAddr
+}
+
+// AgentPprofAddr is where the agent replica called name serves
+// /debug/pprof ("" without Config.Pprof, or when there is no such agent).
+func (f *Fleet) AgentPprofAddr(name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, list := range f.agents {
+		for _, a := range list {
+			if a.Name == name {
+				return a.PprofAddr
+			}
+		}
+	}
+	return ""
+}
+
+// SaveHeapProfile writes the heap profile the process serving
+// /debug/pprof at addr takes after a garbage collection to path (go tool
+// pprof reads it).
+func SaveHeapProfile(addr, path string) error {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile from %s: %s", addr, resp.Status)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

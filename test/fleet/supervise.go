@@ -17,6 +17,9 @@ type Supervised struct {
 	// MetricsToken is the bearer token that may read it over HTTPS (""
 	// when it serves plain HTTP).
 	MetricsToken string
+	// PprofAddr is where its /debug/pprof is served ("" when it is not:
+	// Config.Pprof).
+	PprofAddr string
 
 	bin     string
 	args    []string
