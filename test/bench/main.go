@@ -148,8 +148,14 @@ type bench struct {
 	// Propagation to each member (MyApp created -> its Deployment exists),
 	// by member name.
 	propMember map[string]*series
+	// statusMember is, per member, its Deployment ready -> its Work's
+	// status ready on the hub.
+	statusMember map[string]*series
 	// Where propagation's time goes.
 	worksSeen, worksWritten, beforeWrite, workToDeploy, lastWorkToLastDeploy, queueWait, sendLatency series
+	// Where status's time goes: the Works' status on the hub, then the
+	// MyApp's.
+	statusWorks, statusApp series
 	// The agent's apply of a Work in a Pull member.
 	agentApply series
 	// How many Works-written observations each counted run had.
@@ -234,7 +240,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}()
 
-	b := &bench{opts: o, f: f, obs: newObserver(), members: f.MemberNames(), writesPerRun: map[int]int{}, propMember: map[string]*series{}}
+	b := &bench{opts: o, f: f, obs: newObserver(), members: f.MemberNames(), writesPerRun: map[int]int{}, propMember: map[string]*series{}, statusMember: map[string]*series{}}
 	b.names()
 	if err := b.prepare(ctx); err != nil {
 		return err
@@ -293,6 +299,7 @@ func (b *bench) names() {
 	b.directReady.name = fmt.Sprintf("floor: created directly -> %d/%d ready in all %d members", replicasPerMember, replicasPerMember, n)
 	for _, m := range b.members {
 		b.propMember[m] = &series{name: fmt.Sprintf("propagation to %s (%s): MyApp created -> its Deployment exists", m, b.f.SyncMode(m))}
+		b.statusMember[m] = &series{name: fmt.Sprintf("status from %s (%s): its Deployment ready -> its Work's status ready on the hub", m, b.f.SyncMode(m))}
 	}
 
 	b.shiftSplit.name = "health shift: signal above its threshold (for 1s) -> the new split (2 / 8) in both members"
@@ -310,6 +317,8 @@ func (b *bench) names() {
 	b.lastWorkToLastDeploy.name = "last Work seen -> last Deployment seen"
 	b.queueWait.name = "sync server: Work queued -> taken for sending (flotilla_sync_queue_wait_seconds, mean per run)"
 	b.sendLatency.name = "sync server: one stream Send (flotilla_sync_send_latency_seconds, mean per run)"
+	b.statusWorks.name = fmt.Sprintf("status: last member Deployment ready -> all %d Works' status ready on the hub (agent's report, stream, status write; hub watch)", n)
+	b.statusApp.name = "status: all Works' status ready on the hub -> MyApp status Ready (MyApp reconcile, status write; hub watch)"
 	b.agentApply.name = "agent: apply of the Work, the applied-set records and the server-side apply (flotilla_agent_apply_duration_seconds, mean per run; each Pull member; the Deployment appears within it)"
 
 	v := b.victim()

@@ -118,6 +118,20 @@ func readyWith(replicas int32) func(*appsv1.Deployment) bool {
 	}
 }
 
+// workReady says Work w's status, as the hub holds it, reports its
+// generation applied and its Deployment with replicas ready.
+func workReady(w *flotillav1.Work, replicas int32) bool {
+	if w == nil || w.Status.ObservedGeneration != w.Generation {
+		return false
+	}
+	for _, m := range w.Status.Manifests {
+		if m.Kind == "Deployment" && m.Workload != nil && m.Workload.ReadyReplicas == replicas {
+			return true
+		}
+	}
+	return false
+}
+
 func imageOf(d *appsv1.Deployment) string {
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		return ""
@@ -144,6 +158,23 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 	})
 	wExist := b.obs.expect(b.deploymentsOf(name, nil))
 	wReady := b.obs.expect(b.deploymentsOf(name, readyWith(replicasPerMember)))
+	wWorksReady := b.obs.expect(func(o *observer) bool {
+		for _, m := range b.members {
+			if !workReady(o.works[m][workName], replicasPerMember) {
+				return false
+			}
+		}
+		return true
+	})
+	// Each member's Deployment ready, and its Work's status ready.
+	memberReady, memberWorkReady := map[string]*waiter{}, map[string]*waiter{}
+	for _, m := range b.members {
+		memberReady[m] = b.obs.expect(func(o *observer) bool {
+			d := o.deploys[m][name]
+			return d != nil && readyWith(replicasPerMember)(d)
+		})
+		memberWorkReady[m] = b.obs.expect(func(o *observer) bool { return workReady(o.works[m][workName], replicasPerMember) })
+	}
 	wApp := b.obs.expect(func(o *observer) bool {
 		a := o.apps[name]
 		if a == nil || a.Status.ObservedGeneration != a.Generation {
@@ -175,9 +206,26 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 	if err != nil {
 		return err
 	}
+	tWorksReady, err := wWorksReady.wait(ctx, b.opts.timeout, "the Works' status ready on the hub")
+	if err != nil {
+		return err
+	}
 	tApp, err := wApp.wait(ctx, b.opts.timeout, "the MyApp status Ready")
 	if err != nil {
 		return err
+	}
+	statusFrom := map[string]time.Duration{}
+	for _, m := range b.members {
+		// Both happened before the MyApp was Ready.
+		dr, err := memberReady[m].wait(ctx, b.opts.timeout, m+"'s Deployment ready")
+		if err != nil {
+			return err
+		}
+		wr, err := memberWorkReady[m].wait(ctx, b.opts.timeout, m+"'s Work status ready on the hub")
+		if err != nil {
+			return err
+		}
+		statusFrom[m] = wr.Sub(dr)
 	}
 
 	var perMember []time.Duration
@@ -219,6 +267,11 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 		b.prop.add(tExist.Sub(t0))
 		b.propReady.add(tReady.Sub(t0))
 		b.status.add(tApp.Sub(tReady))
+		b.statusWorks.add(tWorksReady.Sub(tReady))
+		for m, d := range statusFrom {
+			b.statusMember[m].add(d)
+		}
+		b.statusApp.add(tApp.Sub(tWorksReady))
 		b.spec.add(tSpec.Sub(t1))
 		b.worksSeen.add(tWorks.Sub(t0))
 		b.writesPerRun[writes]++
