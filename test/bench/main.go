@@ -155,7 +155,7 @@ type bench struct {
 	worksSeen, worksWritten, beforeWrite, workToDeploy, lastWorkToLastDeploy, queueWait, sendLatency series
 	// Where status's time goes: the Works' status on the hub, then the
 	// MyApp's.
-	statusWorks, statusApp series
+	statusWorks, statusApp, statusLatency, statusWrite series
 	// The agent's apply of a Work in a Pull member.
 	agentApply series
 	// How many Works-written observations each counted run had.
@@ -319,6 +319,8 @@ func (b *bench) names() {
 	b.sendLatency.name = "sync server: one stream Send (flotilla_sync_send_latency_seconds, mean per run)"
 	b.statusWorks.name = fmt.Sprintf("status: last member Deployment ready -> all %d Works' status ready on the hub (agent's report, stream, status write; hub watch)", n)
 	b.statusApp.name = "status: all Works' status ready on the hub -> MyApp status Ready (MyApp reconcile, status write; hub watch)"
+	b.statusLatency.name = "hub: a status report reaching the Work status writer -> written (flotilla_work_status_latency_seconds, mean per run, MyApp created -> Ready)"
+	b.statusWrite.name = "hub: one Work status patch (flotilla_work_status_write_duration_seconds, mean per run)"
 	b.agentApply.name = "agent: apply of the Work, the applied-set records and the server-side apply (flotilla_agent_apply_duration_seconds, mean per run; each Pull member; the Deployment appears within it)"
 
 	v := b.victim()

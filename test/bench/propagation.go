@@ -214,6 +214,7 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 	if err != nil {
 		return err
 	}
+	afterStatus := scrapeHub(b.f)
 	statusFrom := map[string]time.Duration{}
 	for _, m := range b.members {
 		// Both happened before the MyApp was Ready.
@@ -270,6 +271,12 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 		b.statusWorks.add(tWorksReady.Sub(tReady))
 		for m, d := range statusFrom {
 			b.statusMember[m].add(d)
+		}
+		if sum, n := afterStatus.delta(before, "flotilla_work_status_latency_seconds"); n > 0 {
+			b.statusLatency.add(seconds(sum / float64(n)))
+		}
+		if sum, n := afterStatus.delta(before, "flotilla_work_status_write_duration_seconds"); n > 0 {
+			b.statusWrite.add(seconds(sum / float64(n)))
 		}
 		b.statusApp.add(tApp.Sub(tWorksReady))
 		b.spec.add(tSpec.Sub(t1))

@@ -49,6 +49,22 @@ var (
 		Help: "Agent reports by what the Work status writer did: written, unchanged (equal to the status it last wrote, or to the cached status once its cache is known fresh; not written), error, rejected.",
 	}, []string{"result"})
 
+	// WorkStatusLatency is, for each report the status writer wrote, the
+	// time from its arrival (from an agent's stream or the push engine)
+	// until its write returned; WorkStatusWriteDuration is the write
+	// alone. Their difference is the report's wait: in the queue, behind a
+	// write of the same Work's earlier report.
+	WorkStatusLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "flotilla_work_status_latency_seconds",
+		Help:    "Time from a member's status report reaching the Work status writer until its write returned (reports written only).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	})
+	WorkStatusWriteDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "flotilla_work_status_write_duration_seconds",
+		Help:    "Time the Work status writer's patch of one Work's status took (writes that returned without error).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	})
+
 	// WorkStatusDropped counts agent reports the status writer dropped
 	// instead of writing, by cluster and what: rejected (the apiserver
 	// refused the write with a 4xx other than conflict or throttling, which
@@ -132,7 +148,7 @@ var (
 // Collectors are the metrics this package registers on
 // controller-runtime's registry.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{HealthShifts, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusDropped,
+	return []prometheus.Collector{HealthShifts, PlacementChanges, Evictions, WorksWritten, MemberClusters, WorkStatusWrites, WorkStatusLatency, WorkStatusWriteDuration, WorkStatusDropped,
 		RolloutsStarted, RolloutsCompleted, RolloutsFailed, RolloutsRolledBack, RolloutWaveDuration,
 		RolloutActive, RolloutPaused, RolloutLastProgress, RolloutWaves, MyAppStatusWrites, HubLeader}
 }

@@ -114,6 +114,8 @@ type pendingStatus struct {
 	cluster string
 	status  *flotillav1.WorkStatus
 	size    int
+	// received is when the report reached the writer.
+	received time.Time
 }
 
 // WorkStatus implements StatusSink: it records the report and returns at
@@ -122,7 +124,7 @@ type pendingStatus struct {
 func (w *StatusWriter) WorkStatus(ctx context.Context, cluster, name string, status *flotillav1.WorkStatus) {
 	w.init()
 	key := client.ObjectKey{Namespace: flotillav1.ClusterNamespace(cluster), Name: name}
-	if !w.putPending(key, &pendingStatus{cluster: cluster, status: status, size: statusSize(status)}, true) {
+	if !w.putPending(key, &pendingStatus{cluster: cluster, status: status, size: statusSize(status), received: time.Now()}, true) {
 		metrics.WorkStatusDropped.WithLabelValues(cluster, metrics.DroppedBufferFull).Inc()
 		log.FromContext(ctx).V(1).Info("dropped a Work status report: the cluster's pending reports reached the bound", "work", key, "maxBytes", w.MaxPendingBytes)
 		return
@@ -229,7 +231,11 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		w.queue.Forget(key)
 		return true
 	}
-	if err := w.write(ctx, key, p.status); err != nil {
+	wrote, err := w.write(ctx, key, p.status)
+	if wrote {
+		metrics.WorkStatusLatency.Observe(time.Since(p.received).Seconds())
+	}
+	if err != nil {
 		if rejected(err) {
 			// The apiserver refuses this status (invalid, too large,
 			// forbidden): retrying the same report cannot succeed, and
@@ -262,28 +268,29 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 // trusted (trustCache): the cache is never asked about a Work this writer
 // wrote, because a cache that has not yet seen that write could make a
 // needed write look like a no-op, and nothing would come back to fix it.
-func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *flotillav1.WorkStatus) error {
+// It says whether it wrote.
+func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *flotillav1.WorkStatus) (wrote bool, err error) {
 	work := &flotillav1.Work{}
 	if err := w.Reader.Get(ctx, key, work); err != nil {
 		if apierrors.IsNotFound(err) {
 			w.forget(key)
-			return nil
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	w.mu.Lock()
 	last := w.written[key]
 	w.mu.Unlock()
 	if last != nil && last.uid == work.UID && last.status != nil && sameReport(last.status, status) {
 		metrics.WorkStatusWrites.WithLabelValues("unchanged").Inc()
-		return nil
+		return false, nil
 	}
 	// A status never written has no report time (and an agent's report is
 	// never empty).
 	if last == nil && w.cacheTrusted.Load() && work.Status.LastReportTime != nil && sameReport(&work.Status, status) {
 		w.remember(key, work.UID, status)
 		metrics.WorkStatusWrites.WithLabelValues("unchanged").Inc()
-		return nil
+		return false, nil
 	}
 	desired := status.DeepCopy()
 	now := metav1.NewTime(time.Now())
@@ -295,24 +302,26 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 	}
 	patch, err := statusPatch(work.UID, desired)
 	if err != nil {
-		return err
+		return false, err
 	}
+	start := time.Now()
 	if err := w.Client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(flotillav1.FieldOwnerHubStatus)); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) && w.replaced(ctx, key, work.UID) {
 			// Gone, or replaced by a Work of the same name: its agent
 			// reports on the new one.
 			w.forget(key)
-			return nil
+			return false, nil
 		}
 		// The write may have happened anyway (a timeout): until a write
 		// succeeds, neither the last write nor the cache says what the
 		// Work holds.
 		w.remember(key, work.UID, nil)
-		return err
+		return false, err
 	}
+	metrics.WorkStatusWriteDuration.Observe(time.Since(start).Seconds())
 	w.remember(key, work.UID, status.DeepCopy())
 	metrics.WorkStatusWrites.WithLabelValues("written").Inc()
-	return nil
+	return true, nil
 }
 
 // remember records status as what key holds; nil says it is unknown.
