@@ -156,6 +156,8 @@ type bench struct {
 	// Where status's time goes: the Works' status on the hub, then the
 	// MyApp's.
 	statusWorks, statusApp, statusLatency, statusWrite series
+	// statusWrites are the Work status writes of each counted run.
+	statusWrites []int
 	// The agent's apply of a Work in a Pull member.
 	agentApply series
 	// How many Works-written observations each counted run had.

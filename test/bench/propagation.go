@@ -277,6 +277,7 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 		}
 		if sum, n := afterStatus.delta(before, "flotilla_work_status_write_duration_seconds"); n > 0 {
 			b.statusWrite.add(seconds(sum / float64(n)))
+			b.statusWrites = append(b.statusWrites, n)
 		}
 		b.statusApp.add(tApp.Sub(tWorksReady))
 		b.spec.add(tSpec.Sub(t1))

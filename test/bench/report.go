@@ -297,6 +297,11 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 			rows = append(rows, b.statusMember[m])
 		}
 		s.WriteString(table(rows))
+		if len(b.statusWrites) > 0 {
+			w := slices.Clone(b.statusWrites)
+			slices.Sort(w)
+			fmt.Fprintf(&s, "\nWork status writes per run (MyApp created -> Ready, %d Works): median %d, min %d, max %d.\n", n, w[len(w)/2], w[0], w[len(w)-1])
+		}
 	}
 	if len(b.writesPerRun) > 0 {
 		var parts []string
