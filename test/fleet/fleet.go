@@ -651,18 +651,23 @@ func (f *Fleet) HubPid() int {
 	return h.Pid()
 }
 
-// AgentMetrics is the /metrics text of the agent replica called name ("" if
-// there is none or it does not answer).
-func (f *Fleet) AgentMetrics(name string) string {
-	var agent *Supervised
-	f.mu.Lock()
+// agentLocked is the agent replica called name, or nil; f.mu is held.
+func (f *Fleet) agentLocked(name string) *Supervised {
 	for _, list := range f.agents {
 		for _, a := range list {
 			if a.Name == name {
-				agent = a
+				return a
 			}
 		}
 	}
+	return nil
+}
+
+// AgentMetrics is the /metrics text of the agent replica called name ("" if
+// there is none or it does not answer).
+func (f *Fleet) AgentMetrics(name string) string {
+	f.mu.Lock()
+	agent := f.agentLocked(name)
 	f.mu.Unlock()
 	if agent == nil {
 		return ""

@@ -310,12 +310,8 @@ func (f *Fleet) HubPprofAddr() string {
 func (f *Fleet) AgentPprofAddr(name string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, list := range f.agents {
-		for _, a := range list {
-			if a.Name == name {
-				return a.PprofAddr
-			}
-		}
+	if a := f.agentLocked(name); a != nil {
+		return a.PprofAddr
 	}
 	return ""
 }
