@@ -156,6 +156,9 @@ type bench struct {
 	// Where status's time goes: the Works' status on the hub, then the
 	// MyApp's.
 	statusWorks, statusApp, statusLatency, statusWrite series
+	// statusFloor is one write to the hub, issued when the last member
+	// Deployment is ready (see probeHub).
+	statusFloor series
 	// statusWrites are the Work status writes of each counted run.
 	statusWrites []int
 	// The agent's apply of a Work in a Pull member.
@@ -323,6 +326,7 @@ func (b *bench) names() {
 	b.statusApp.name = "status: all Works' status ready on the hub -> MyApp status Ready (MyApp reconcile, status write; hub watch)"
 	b.statusLatency.name = "hub: a status report reaching the Work status writer -> written (flotilla_work_status_latency_seconds, mean per run, MyApp created -> Ready)"
 	b.statusWrite.name = "hub: one Work status patch (flotilla_work_status_write_duration_seconds, mean per run)"
+	b.statusFloor.name = "status floor: one write to the hub (a Lease patch), issued when the last member Deployment is ready"
 	b.agentApply.name = "agent: apply of the Work, the applied-set records and the server-side apply (flotilla_agent_apply_duration_seconds, mean per run; each Pull member; the Deployment appears within it)"
 
 	v := b.victim()

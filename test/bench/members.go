@@ -30,6 +30,9 @@ func (b *bench) prepare(ctx context.Context) error {
 	if err := ns(b.f.Hub); err != nil {
 		return err
 	}
+	if err := b.createProbe(ctx); err != nil {
+		return err
+	}
 	if err := b.obs.watchHub(ctx, b.f.HubConfig); err != nil {
 		return err
 	}

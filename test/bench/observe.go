@@ -62,20 +62,38 @@ type waiter struct {
 	o    *observer
 	cond func(o *observer) bool
 	done chan time.Time
+	// then, when set, runs in a goroutine of its own as the condition
+	// becomes true, with the event's time.
+	then func(at time.Time)
 }
 
 // expect registers cond. Register before the action it times: a condition
 // already true is stamped with the time of registration.
 func (o *observer) expect(cond func(o *observer) bool) *waiter {
-	w := &waiter{o: o, cond: cond, done: make(chan time.Time, 1)}
+	return o.expectThen(cond, nil)
+}
+
+// expectThen is expect, and runs then (when not nil) in a goroutine of its
+// own the moment cond becomes true: an action timed from a watch event,
+// not from the waiter's return.
+func (o *observer) expectThen(cond func(o *observer) bool, then func(at time.Time)) *waiter {
+	w := &waiter{o: o, cond: cond, done: make(chan time.Time, 1), then: then}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if cond(o) {
-		w.done <- time.Now()
+		w.fire(time.Now())
 	} else {
 		o.waiters[w] = struct{}{}
 	}
 	return w
+}
+
+// fire stamps w with at and starts its then.
+func (w *waiter) fire(at time.Time) {
+	w.done <- at
+	if w.then != nil {
+		go w.then(at)
+	}
 }
 
 // wait returns the time the condition became true.
@@ -108,7 +126,7 @@ func (o *observer) update(now time.Time, f func()) {
 	f()
 	for w := range o.waiters {
 		if w.cond(o) {
-			w.done <- now
+			w.fire(now)
 			delete(o.waiters, w)
 		}
 	}

@@ -157,7 +157,10 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 		return true
 	})
 	wExist := b.obs.expect(b.deploymentsOf(name, nil))
-	wReady := b.obs.expect(b.deploymentsOf(name, readyWith(replicasPerMember)))
+	// The status floor's probe starts the moment the last Deployment is
+	// ready (see probeHub).
+	probe := make(chan probeResult, 1)
+	wReady := b.obs.expectThen(b.deploymentsOf(name, readyWith(replicasPerMember)), func(time.Time) { b.probeHub(ctx, probe) })
 	wWorksReady := b.obs.expect(func(o *observer) bool {
 		for _, m := range b.members {
 			if !workReady(o.works[m][workName], replicasPerMember) {
@@ -215,6 +218,15 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 		return err
 	}
 	afterStatus := scrapeHub(b.f)
+	var floor probeResult
+	select {
+	case floor = <-probe:
+	case <-time.After(b.opts.timeout):
+		floor.err = fmt.Errorf("timed out after %s", b.opts.timeout)
+	}
+	if floor.err != nil {
+		return fmt.Errorf("the status floor's write to the hub: %w", floor.err)
+	}
 	statusFrom := map[string]time.Duration{}
 	for _, m := range b.members {
 		// Both happened before the MyApp was Ready.
@@ -280,6 +292,7 @@ func (b *bench) flotillaRun(ctx context.Context, i int, counted bool) error {
 			b.statusWrites = append(b.statusWrites, n)
 		}
 		b.statusApp.add(tApp.Sub(tWorksReady))
+		b.statusFloor.add(floor.took)
 		b.spec.add(tSpec.Sub(t1))
 		b.worksSeen.add(tWorks.Sub(t0))
 		b.writesPerRun[writes]++

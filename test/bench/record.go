@@ -47,7 +47,7 @@ func (b *bench) record(mach machine) record {
 	r := record{Commit: mach.commit, Started: mach.started.UTC().Format(time.RFC3339), Figures: map[string]recordFigure{}}
 	all := []*series{&b.prop, &b.propReady, &b.status, &b.spec, &b.failRaw, &b.failNet, &b.direct, &b.directReady,
 		&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency, &b.agentApply,
-		&b.statusWorks, &b.statusApp, &b.statusLatency, &b.statusWrite, &b.zeroDown, &b.zeroDownStatus, &b.zeroUp, &b.zeroUpStatus, &b.shiftSplit, &b.shiftRoute, &b.shiftBack}
+		&b.statusWorks, &b.statusApp, &b.statusLatency, &b.statusWrite, &b.statusFloor, &b.zeroDown, &b.zeroDownStatus, &b.zeroUp, &b.zeroUpStatus, &b.shiftSplit, &b.shiftRoute, &b.shiftBack}
 	for _, m := range b.members {
 		all = append(all, b.propMember[m], b.statusMember[m])
 	}

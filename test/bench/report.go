@@ -292,7 +292,7 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 		s.WriteString("\n### Where propagation's time goes\n\n")
 		s.WriteString(table([]*series{&b.worksSeen, &b.worksWritten, &b.beforeWrite, &b.workToDeploy, &b.lastWorkToLastDeploy, &b.queueWait, &b.sendLatency, &b.agentApply}))
 		s.WriteString("\n### Where status's time goes\n\n")
-		rows = []*series{&b.status, &b.statusWorks, &b.statusApp, &b.statusLatency, &b.statusWrite}
+		rows = []*series{&b.status, &b.statusWorks, &b.statusApp, &b.statusLatency, &b.statusWrite, &b.statusFloor}
 		for _, m := range b.members {
 			rows = append(rows, b.statusMember[m])
 		}

@@ -412,20 +412,12 @@ func (e *env) memAfterGC() hubMem {
 	}
 }
 
-// saveHeapProfile writes the hub's heap profile to name in the run's
-// folder (go tool pprof reads it), and says where.
+// saveHeapProfile writes the hub's heap profile (after a collection) to
+// name in the run's folder (go tool pprof reads it), and says where; ""
+// when it could not.
 func (e *env) saveHeapProfile(name string) string {
-	resp, err := http.Get("http://" + e.pprofAddr + "/debug/pprof/heap")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return ""
-	}
 	path := filepath.Join(e.dir, name)
-	if os.WriteFile(path, data, 0o644) != nil {
+	if fleet.SaveHeapProfile(e.pprofAddr, path) != nil {
 		return ""
 	}
 	return path

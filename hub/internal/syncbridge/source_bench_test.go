@@ -1,7 +1,6 @@
 package syncbridge
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,14 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/internal/ssa"
-	"github.com/flotilla-dev/flotilla/test/envtestenv"
 )
 
 // benchClusters numbers the benchmark's clusters: it runs several times
@@ -35,32 +30,9 @@ var benchClusters atomic.Int32
 // to its member (issue 21; docs/benchmarks.md: it was tried and measured
 // 0.2-0.45 ms, and not kept).
 func BenchmarkWorkEventAfterWrite(b *testing.B) {
-	cfg := sharedEnv.Config(b)
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
-		b.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, flotillav1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			b.Fatal(err)
-		}
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ctx, c, informers, src := newSourceEnv(b)
 	cluster := fmt.Sprintf("bench-%d", benchClusters.Add(1))
 	ns := flotillav1.ClusterNamespace(cluster)
-	src, err := NewWorkSource(ctx, informers)
-	if err != nil {
-		b.Fatal(err)
-	}
 	var mu sync.Mutex
 	seen := map[string]chan time.Time{}
 	src.Notify(func(c, name string) {
@@ -78,10 +50,7 @@ func BenchmarkWorkEventAfterWrite(b *testing.B) {
 			}
 		}
 	})
-	go func() { _ = informers.Start(ctx) }()
-	if !informers.WaitForCacheSync(ctx) {
-		b.Fatal("cache did not sync")
-	}
+	startInformers(ctx, b, informers)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}

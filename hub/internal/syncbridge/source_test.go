@@ -22,6 +22,48 @@ import (
 
 var sharedEnv envtestenv.Shared
 
+// newSourceEnv installs the CRDs on the package's envtest apiserver and
+// returns a context ended with the test, a client, a cache not yet
+// started (set a Notify first, then startInformers) and a WorkSource on
+// it.
+func newSourceEnv(tb testing.TB) (context.Context, client.Client, cache.Cache, *WorkSource) {
+	tb.Helper()
+	cfg := sharedEnv.Config(tb)
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
+		tb.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, flotillav1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src, err := NewWorkSource(ctx, informers)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ctx, c, informers, src
+}
+
+// startInformers starts informers and waits for their caches.
+func startInformers(ctx context.Context, tb testing.TB, informers cache.Cache) {
+	tb.Helper()
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		tb.Fatal("the cache did not sync")
+	}
+}
+
 func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
 
 // TestDeletionIntentFromTheInformer deletes Works on a real apiserver and
@@ -29,30 +71,7 @@ func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
 // a Work marked with the deletion intent was meant to go, one deleted
 // without it was not, one never deleted (or created again) is unknown.
 func TestDeletionIntentFromTheInformer(t *testing.T) {
-	cfg := sharedEnv.Config(t)
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, flotillav1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	informers, err := cache.New(cfg, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := NewWorkSource(ctx, informers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, informers, src := newSourceEnv(t)
 	type answer struct {
 		reason string
 		known  bool
@@ -64,10 +83,7 @@ func TestDeletionIntentFromTheInformer(t *testing.T) {
 		r, k := src.DeletionIntent(cluster, name)
 		told <- map[string]answer{name: {r, k}}
 	})
-	go func() { _ = informers.Start(ctx) }()
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	startInformers(ctx, t, informers)
 
 	ns := flotillav1.ClusterNamespace("east")
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
