@@ -409,7 +409,7 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 	if err := mgr.Add(&versionReporter{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), namespace: hubNamespace(opts), log: opts.Logger.WithName("version")}); err != nil {
 		return nil, nil, err
 	}
-	if err := (&myapp.Reconciler{
+	apps := &myapp.Reconciler{
 		Client:                  mgr.GetClient(),
 		Recorder:                truncate.Events(mgr.GetEventRecorder("flotilla-hub")),
 		WorkCleanupTimeout:      opts.WorkCleanupTimeout,
@@ -419,9 +419,14 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 		RevisionKey: func(ctx context.Context) ([]byte, error) {
 			return EnsureRevisionKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), hubNamespace(opts))
 		},
-	}).SetupWithManager(mgr); err != nil {
+		// An app's status follows the members' reports as they arrive,
+		// not their Work status writes (docs/architecture.md, status).
+		Reports: statusWriter,
+	}
+	if err := apps.SetupWithManager(mgr); err != nil {
 		return nil, nil, fmt.Errorf("setting up the MyApp controller: %w", err)
 	}
+	statusWriter.Notify = apps.ReportArrived
 	mcReconciler := &membercluster.Reconciler{
 		Client:                 mgr.GetClient(),
 		Tracker:                tracker,

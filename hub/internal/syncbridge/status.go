@@ -63,6 +63,13 @@ type StatusWriter struct {
 	// (flotilla_work_status_dropped_total{what="buffer_full"}): the agent
 	// reports the Work again when it changes and on every reconnect.
 	MaxPendingBytes int
+	// Notify, when set, is told of each Work whose status a report
+	// changes, as the report arrives (before it is written), and again
+	// when a report it was told of is dropped unwritten. It receives the
+	// Work as the cache holds it and must not block. The MyApp controller
+	// uses it to compute an app's status from the reports ahead of their
+	// writes (see Reported).
+	Notify func(work *flotillav1.Work)
 
 	mu      sync.Mutex
 	pending map[client.ObjectKey]*pendingStatus
@@ -71,7 +78,9 @@ type StatusWriter struct {
 	// written is the last status applied per Work, bounded by the number
 	// of Works (entries go when their Work does).
 	written map[client.ObjectKey]*writtenStatus
-	queue   workqueue.TypedRateLimitingInterface[client.ObjectKey]
+	// inflight is the report each worker is writing, by Work.
+	inflight map[client.ObjectKey]*pendingStatus
+	queue    workqueue.TypedRateLimitingInterface[client.ObjectKey]
 	once    sync.Once
 	// busy counts the workers between taking a report and finishing it.
 	busy atomic.Int32
@@ -96,6 +105,7 @@ func (w *StatusWriter) init() {
 			w.MaxPendingBytes = DefaultMaxPendingBytes
 		}
 		w.written = map[client.ObjectKey]*writtenStatus{}
+		w.inflight = map[client.ObjectKey]*pendingStatus{}
 		w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[client.ObjectKey](),
 			workqueue.TypedRateLimitingQueueConfig[client.ObjectKey]{Name: "work-status"})
@@ -130,6 +140,66 @@ func (w *StatusWriter) WorkStatus(ctx context.Context, cluster, name string, sta
 		return
 	}
 	w.queue.Add(key)
+	if w.Notify != nil {
+		w.notifyIfChanged(ctx, key, status)
+	}
+}
+
+// notifyIfChanged tells Notify of the Work key when status differs from
+// what the writer last wrote to it, or, when it has not written it, from
+// the status the cache holds. A Work the cache does not hold has no app to
+// tell.
+func (w *StatusWriter) notifyIfChanged(ctx context.Context, key client.ObjectKey, status *flotillav1.WorkStatus) {
+	work := &flotillav1.Work{}
+	if err := w.Reader.Get(ctx, key, work); err != nil {
+		return
+	}
+	w.mu.Lock()
+	last := w.written[key]
+	w.mu.Unlock()
+	if last != nil && last.uid == work.UID && last.status != nil {
+		if sameReport(last.status, status) {
+			return
+		}
+	} else if sameReport(&work.Status, status) {
+		return
+	}
+	w.Notify(work)
+}
+
+// Reported returns the status the writer is about to give work, when the
+// cache does not hold it yet: the report waiting to be written, else the
+// one being written, else the writer's last write while the cache shows
+// work at an earlier resourceVersion than that write returned. Nil means
+// the cache's status of work is the latest the hub has. Its LastReportTime
+// is the cache's. Every report it returns is one the writer will write or
+// has written: a report the apiserver refuses is dropped (and Notify told)
+// and never returned again, so an app's status computed from Reported is
+// the one computed from the cache a moment later.
+func (w *StatusWriter) Reported(work *flotillav1.Work) *flotillav1.WorkStatus {
+	if work == nil {
+		return nil
+	}
+	w.init()
+	key := client.ObjectKeyFromObject(work)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var st *flotillav1.WorkStatus
+	if p := w.pending[key]; p != nil {
+		st = p.status
+	} else if p := w.inflight[key]; p != nil {
+		st = p.status
+	} else if last := w.written[key]; last != nil && last.status != nil && last.uid == work.UID && last.resourceVersion != "" {
+		if c, err := resourceversion.CompareResourceVersion(work.ResourceVersion, last.resourceVersion); err == nil && c < 0 {
+			st = last.status
+		}
+	}
+	if st == nil {
+		return nil
+	}
+	out := st.DeepCopy()
+	out.LastReportTime = work.Status.LastReportTime.DeepCopy()
+	return out
 }
 
 // putPending makes p key's pending report if the cluster's pending bytes
@@ -231,6 +301,8 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		w.queue.Forget(key)
 		return true
 	}
+	w.setInflight(key, p)
+	defer w.setInflight(key, nil)
 	wrote, err := w.write(ctx, key, p.status)
 	if wrote {
 		metrics.WorkStatusLatency.Observe(time.Since(p.received).Seconds())
@@ -244,6 +316,7 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 			metrics.WorkStatusWrites.WithLabelValues(metrics.DroppedRejected).Inc()
 			metrics.WorkStatusDropped.WithLabelValues(p.cluster, metrics.DroppedRejected).Inc()
 			w.queue.Forget(key)
+			w.dropped(ctx, key)
 			return true
 		}
 		log.FromContext(ctx).Error(err, "writing Work status", "work", key)
@@ -252,12 +325,38 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		// the cluster's bound is reached: then it is dropped, counted).
 		if !w.putPending(key, p, false) {
 			metrics.WorkStatusDropped.WithLabelValues(p.cluster, metrics.DroppedBufferFull).Inc()
+			w.dropped(ctx, key)
 		}
 		w.queue.AddRateLimited(key)
 		return true
 	}
 	w.queue.Forget(key)
 	return true
+}
+
+// setInflight records p as the report being written to key (nil: none).
+func (w *StatusWriter) setInflight(key client.ObjectKey, p *pendingStatus) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p == nil {
+		delete(w.inflight, key)
+		return
+	}
+	w.inflight[key] = p
+}
+
+// dropped tells Notify of key's Work after a report of it was dropped
+// unwritten, once it is no longer in flight, so that a status computed
+// from it (see Reported) is computed again from what the hub holds.
+func (w *StatusWriter) dropped(ctx context.Context, key client.ObjectKey) {
+	if w.Notify == nil {
+		return
+	}
+	w.setInflight(key, nil)
+	work := &flotillav1.Work{}
+	if err := w.Reader.Get(ctx, key, work); err == nil {
+		w.Notify(work)
+	}
 }
 
 // write replaces the Work's status with status (see statusPatch). It skips the
@@ -319,15 +418,20 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 		return false, err
 	}
 	metrics.WorkStatusWriteDuration.Observe(time.Since(start).Seconds())
-	w.remember(key, work.UID, status.DeepCopy())
+	w.rememberWrite(key, work.UID, status.DeepCopy(), obj.ResourceVersion)
 	metrics.WorkStatusWrites.WithLabelValues("written").Inc()
 	return true, nil
 }
 
 // remember records status as what key holds; nil says it is unknown.
 func (w *StatusWriter) remember(key client.ObjectKey, uid types.UID, status *flotillav1.WorkStatus) {
+	w.rememberWrite(key, uid, status, "")
+}
+
+// rememberWrite is remember for a write that returned resourceVersion rv.
+func (w *StatusWriter) rememberWrite(key client.ObjectKey, uid types.UID, status *flotillav1.WorkStatus, rv string) {
 	w.mu.Lock()
-	w.written[key] = &writtenStatus{uid: uid, status: status}
+	w.written[key] = &writtenStatus{uid: uid, status: status, resourceVersion: rv}
 	w.mu.Unlock()
 }
 
@@ -462,4 +566,7 @@ func (w *StatusWriter) forget(key client.ObjectKey) {
 type writtenStatus struct {
 	uid    types.UID
 	status *flotillav1.WorkStatus
+	// resourceVersion is the Work's after the write ("" when unknown, or
+	// not written by this writer: found unchanged in the cache).
+	resourceVersion string
 }

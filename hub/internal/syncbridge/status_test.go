@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -157,10 +158,34 @@ func (f *fakeInformer) deliver(rv string) {
 }
 
 // failingPatches applies a status patch and then fails it, as a timeout
-// after the apiserver wrote, while fail is set.
+// after the apiserver wrote, while fail is set; refuses it as Invalid,
+// as the apiserver refuses a status its schema does not allow, while
+// reject is set; and holds it until the test releases it while hold is
+// set (see holdPatches).
 type failingPatches struct {
 	client.Client
-	fail atomic.Bool
+	fail   atomic.Bool
+	reject atomic.Bool
+
+	mu   sync.Mutex
+	hold chan struct{}
+	// held receives a value when a patch starts waiting on hold.
+	held chan struct{}
+}
+
+// holdPatches makes every status patch wait until the returned function
+// is called.
+func (f *failingPatches) holdPatches() (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hold := make(chan struct{})
+	f.hold, f.held = hold, make(chan struct{}, 16)
+	return func() {
+		f.mu.Lock()
+		f.hold = nil
+		f.mu.Unlock()
+		close(hold)
+	}
 }
 
 func (f *failingPatches) Status() client.SubResourceWriter {
@@ -173,6 +198,22 @@ type failingStatus struct {
 }
 
 func (s failingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	s.f.mu.Lock()
+	hold, held := s.f.hold, s.f.held
+	s.f.mu.Unlock()
+	if hold != nil {
+		held <- struct{}{}
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			// The writer stops (a test that failed while holding).
+			return ctx.Err()
+		}
+	}
+	if s.f.reject.Load() {
+		return apierrors.NewInvalid(flotillav1.GroupVersion.WithKind("Work").GroupKind(), obj.GetName(),
+			field.ErrorList{field.Invalid(field.NewPath("status", "conditions"), "", "refused by the test")})
+	}
 	if err := s.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}

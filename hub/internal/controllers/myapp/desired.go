@@ -2,6 +2,7 @@ package myapp
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -92,7 +93,7 @@ func desired(s *scope) (*desiredState, error) {
 	d.expired, cleanupDue = expiredWorks(s.works, s.now, s.cleanupTimeout)
 	d.status = newStatus(app, d, appstatus.Input{
 		Generation:     app.Generation,
-		Clusters:       d.works.views,
+		Clusters:       withReports(d.works.views, s),
 		ScheduleErr:    schedErr,
 		ScheduleReason: reason,
 		Warnings:       result.Warnings,
@@ -135,7 +136,7 @@ func denied(s *scope, ns nspolicy.Decision) *desiredState {
 	d.expired, cleanupDue = expiredWorks(s.works, s.now, s.cleanupTimeout)
 	d.status = newStatus(app, d, appstatus.Input{
 		Generation:     app.Generation,
-		Clusters:       d.works.views,
+		Clusters:       withReports(d.works.views, s),
 		ScheduleErr:    errors.New(ns.Message()),
 		ScheduleReason: flotillav1.ReasonNamespaceNotAllowed,
 	})
@@ -145,6 +146,25 @@ func denied(s *scope, ns nspolicy.Decision) *desiredState {
 	d.status.Orphans = orphansAfter(app.Status.Orphans, d.expired, d.decision.Clusters, s.now, s.cleanupTimeout)
 	d.requeueAfter = cleanupDue
 	return d
+}
+
+// withReports is views with each stored Work whose status is about to be
+// written replaced by its copy with that status (scope.reported), so the
+// app's status shows a member's report as soon as the hub has it, not
+// after its Work status write and that write's watch event: the status is
+// then the one computed a moment later from the stored Works. views itself
+// is left as it is: the plan and the rollout decide on stored status only.
+func withReports(views []appstatus.ClusterView, s *scope) []appstatus.ClusterView {
+	if len(s.reported) == 0 {
+		return views
+	}
+	out := slices.Clone(views)
+	for i, v := range out {
+		if rw := s.reported[v.Name]; rw != nil && v.Work != nil && v.Work == s.works[v.Name] {
+			out[i].Work = rw
+		}
+	}
+	return out
 }
 
 // rolloutTargets lists the decision's clusters as the rollout sees them,

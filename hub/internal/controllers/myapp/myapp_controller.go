@@ -16,8 +16,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,6 +64,16 @@ type Reconciler struct {
 	// ServiceAccounts the apps' pods use, live, when the metadata cache
 	// says it changed (only their metadata is cached). Client when nil.
 	APIReader client.Reader
+	// Reports, when set, gives the Work status the hub's status writer is
+	// about to write (see StatusReports): an app's status is computed
+	// from it, so it does not wait for the Work status write and its
+	// watch event. Placement, rollouts, health shifts and deletions
+	// decide on the Works' stored status only.
+	Reports StatusReports
+
+	// reported carries the Works ReportArrived is told of to the
+	// controller (buffered; see ReportArrived).
+	reported chan event.GenericEvent
 
 	deps depCache
 	// rolloutSeen is where each rollout stood when last exported
@@ -75,6 +87,32 @@ type Reconciler struct {
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
+
+// StatusReports is the hub's Work status writer as the MyApp controller
+// reads it.
+type StatusReports interface {
+	// Reported is the status the writer is about to give work, when the
+	// cache does not hold it yet; nil when the cache's is the latest.
+	Reported(work *flotillav1.Work) *flotillav1.WorkStatus
+}
+
+// reportBuffer bounds the Works ReportArrived holds for the controller.
+// A report that finds it full is not lost: its Work status write brings
+// the same reconcile through the Work watch, only later.
+const reportBuffer = 1024
+
+// ReportArrived enqueues the MyApp of work (as its Work events do, see
+// workHandler): a member's report changed the status the hub's status
+// writer is about to give it. It never blocks.
+func (r *Reconciler) ReportArrived(work *flotillav1.Work) {
+	if r.reported == nil {
+		return
+	}
+	select {
+	case r.reported <- event.GenericEvent{Object: work}:
+	default:
+	}
+}
 
 // DefaultWorkers is MaxConcurrentReconciles when zero. A reconcile spends
 // most of its time waiting for the apiserver (its Work writes, its status
@@ -103,6 +141,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("indexing MyApps by dependency: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Reports != nil {
+		r.reported = make(chan event.GenericEvent, reportBuffer)
+		b = b.WatchesRawSource(source.Channel(r.reported, byEvent{workHandler{r}}))
+	}
 	// Only metadata: the hub does not keep every ConfigMap and Secret of
 	// the cluster in memory, and reads the content of those apps use.
 	for _, kind := range dependencyKinds {

@@ -24,6 +24,11 @@ type scope struct {
 	clusters clusterSet
 	// works are the app's Works by cluster name.
 	works map[string]*flotillav1.Work
+	// reported are the app's Works as their status is about to be written
+	// (Reconciler.Reports), by cluster name, for those whose newest
+	// status the cache does not hold yet. Only the app's status is
+	// computed from them (see withReports).
+	reported map[string]*flotillav1.Work
 	// policies are the FleetNamespacePolicies: they decide whether the
 	// app may place into its target namespace, and its Pod Security level.
 	policies []flotillav1.FleetNamespacePolicy
@@ -71,7 +76,7 @@ func (r *Reconciler) read(ctx context.Context, app *flotillav1.MyApp) (*scope, e
 	if err != nil {
 		return nil, err
 	}
-	s := &scope{app: app, clusters: cs, works: works, policies: policies.Items, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout(), maxWorkBytes: r.maxWorkBytes(),
+	s := &scope{app: app, clusters: cs, works: works, reported: r.reportedWorks(works), policies: policies.Items, now: r.Clock.Now(), cleanupTimeout: r.cleanupTimeout(), maxWorkBytes: r.maxWorkBytes(),
 		deps: &hubDependencies{ctx: ctx, metadata: r.Client, content: r.APIReader, cache: &r.deps, namespace: app.Namespace}}
 	if rollout.Enabled(&app.Spec) {
 		if s.revisionKey, err = r.revisionKey(ctx); err != nil {
@@ -118,6 +123,30 @@ func (r *Reconciler) works(ctx context.Context, namespace, name string) (map[str
 		out[strings.TrimPrefix(w.Namespace, flotillav1.ClusterNamespacePrefix)] = w
 	}
 	return out, nil
+}
+
+// reportedWorks returns, for each of works whose status the status writer
+// is about to change, a copy with that status (see scope.reported).
+func (r *Reconciler) reportedWorks(works map[string]*flotillav1.Work) map[string]*flotillav1.Work {
+	if r.Reports == nil {
+		return nil
+	}
+	var out map[string]*flotillav1.Work
+	for cluster, w := range works {
+		st := r.Reports.Reported(w)
+		if st == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]*flotillav1.Work{}
+		}
+		// A shallow copy: the status aggregation reads it and nothing
+		// writes it.
+		cp := *w
+		cp.Status = *st
+		out[cluster] = &cp
+	}
+	return out
 }
 
 // workAppIndex indexes Works by the MyApp they belong to
