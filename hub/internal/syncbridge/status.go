@@ -81,7 +81,7 @@ type StatusWriter struct {
 	// inflight is the report each worker is writing, by Work.
 	inflight map[client.ObjectKey]*pendingStatus
 	queue    workqueue.TypedRateLimitingInterface[client.ObjectKey]
-	once    sync.Once
+	once     sync.Once
 	// busy counts the workers between taking a report and finishing it.
 	busy atomic.Int32
 	// cacheTrusted says the cache holds every status written before this
