@@ -224,7 +224,9 @@ func (w *StatusWriter) putPending(key client.ObjectKey, p *pendingStatus, replac
 	return true
 }
 
-// takePending removes and returns key's pending report.
+// takePending removes and returns key's pending report, and makes it the
+// one in flight, in one step, so that Reported never finds it in neither
+// place.
 func (w *StatusWriter) takePending(key client.ObjectKey) *pendingStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -233,6 +235,7 @@ func (w *StatusWriter) takePending(key client.ObjectKey) *pendingStatus {
 		return nil
 	}
 	delete(w.pending, key)
+	w.inflight[key] = p
 	if w.pendingBytes[p.cluster] -= p.size; w.pendingBytes[p.cluster] <= 0 {
 		delete(w.pendingBytes, p.cluster)
 	}
@@ -301,7 +304,6 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		w.queue.Forget(key)
 		return true
 	}
-	w.setInflight(key, p)
 	defer w.setInflight(key, nil)
 	wrote, err := w.write(ctx, key, p.status)
 	if wrote {
@@ -334,7 +336,8 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 	return true
 }
 
-// setInflight records p as the report being written to key (nil: none).
+// setInflight records p as the report being written to key (nil: none;
+// takePending sets it).
 func (w *StatusWriter) setInflight(key client.ObjectKey, p *pendingStatus) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -407,8 +410,10 @@ func (w *StatusWriter) write(ctx context.Context, key client.ObjectKey, status *
 	if err := w.Client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(flotillav1.FieldOwnerHubStatus)); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) && w.replaced(ctx, key, work.UID) {
 			// Gone, or replaced by a Work of the same name: its agent
-			// reports on the new one.
+			// reports on the new one. An app shown the report (see
+			// Reported) is shown the new Work's stored status again.
 			w.forget(key)
+			w.dropped(ctx, key)
 			return false, nil
 		}
 		// The write may have happened anyway (a timeout): until a write
