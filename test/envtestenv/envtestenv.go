@@ -51,6 +51,17 @@ func (s *Shared) Config(t testing.TB) *rest.Config {
 	return s.cfg
 }
 
+// ConfigWithCRDs is Config with Flotilla's CRDs (CRDDir) installed and
+// served.
+func (s *Shared) ConfigWithCRDs(t testing.TB) *rest.Config {
+	t.Helper()
+	cfg := s.Config(t)
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{CRDDir()}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatalf("installing the CRDs: %v", err)
+	}
+	return cfg
+}
+
 // CRDDir is the repository's deploy/hub/crds, found from this file's own
 // place in the source tree, so a test package at any depth installs the
 // CRDs that `make manifests` generates.

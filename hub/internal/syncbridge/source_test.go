@@ -13,7 +13,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/internal/testutil"
@@ -28,10 +27,7 @@ var sharedEnv envtestenv.Shared
 // it.
 func newSourceEnv(tb testing.TB) (context.Context, client.Client, cache.Cache, *WorkSource) {
 	tb.Helper()
-	cfg := sharedEnv.Config(tb)
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
-		tb.Fatal(err)
-	}
+	cfg := sharedEnv.ConfigWithCRDs(tb)
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, flotillav1.AddToScheme} {
 		if err := add(scheme); err != nil {

@@ -95,11 +95,11 @@ func TestStatusWriterReportedRunsAheadOfTheWrite(t *testing.T) {
 	}
 
 	// A changed report, its write held: Reported gives it at once.
-	release := api.holdPatches()
+	release := api.Hold()
 	f.w.WorkStatus(context.Background(), trustCluster, "e", reportOf("new"))
 	n.expect(t, "e", "a report that changes the status")
 	select {
-	case <-api.held:
+	case <-api.Held():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the writer did not start the status write of e within 10s")
 	}
@@ -135,10 +135,10 @@ func TestStatusWriterReportedRunsAheadOfTheWrite(t *testing.T) {
 	// Notify told again, and the stored status is what Reported falls back
 	// to (nil: the cache holds it).
 	api.reject.Store(true)
-	release = api.holdPatches()
+	release = api.Hold()
 	f.w.WorkStatus(context.Background(), trustCluster, "e", reportOf("refused"))
 	n.expect(t, "e", "a report that changes the status")
-	<-api.held
+	<-api.Held()
 	if got := f.reportedMessage("e"); got != "refused" {
 		t.Fatalf("Reported gives %q while the refused report is in flight", got)
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 )
 
 func sized(msg string) *flotillav1.WorkStatus {
@@ -160,32 +161,12 @@ func (f *fakeInformer) deliver(rv string) {
 // failingPatches applies a status patch and then fails it, as a timeout
 // after the apiserver wrote, while fail is set; refuses it as Invalid,
 // as the apiserver refuses a status its schema does not allow, while
-// reject is set; and holds it until the test releases it while hold is
-// set (see holdPatches).
+// reject is set; and holds it while its Gate is held.
 type failingPatches struct {
 	client.Client
+	testutil.Gate
 	fail   atomic.Bool
 	reject atomic.Bool
-
-	mu   sync.Mutex
-	hold chan struct{}
-	// held receives a value when a patch starts waiting on hold.
-	held chan struct{}
-}
-
-// holdPatches makes every status patch wait until the returned function
-// is called.
-func (f *failingPatches) holdPatches() (release func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	hold := make(chan struct{})
-	f.hold, f.held = hold, make(chan struct{}, 16)
-	return func() {
-		f.mu.Lock()
-		f.hold = nil
-		f.mu.Unlock()
-		close(hold)
-	}
 }
 
 func (f *failingPatches) Status() client.SubResourceWriter {
@@ -198,17 +179,8 @@ type failingStatus struct {
 }
 
 func (s failingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	s.f.mu.Lock()
-	hold, held := s.f.hold, s.f.held
-	s.f.mu.Unlock()
-	if hold != nil {
-		held <- struct{}{}
-		select {
-		case <-hold:
-		case <-ctx.Done():
-			// The writer stops (a test that failed while holding).
-			return ctx.Err()
-		}
+	if err := s.f.Pass(ctx); err != nil {
+		return err
 	}
 	if s.f.reject.Load() {
 		return apierrors.NewInvalid(flotillav1.GroupVersion.WithKind("Work").GroupKind(), obj.GetName(),

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/flotilla-dev/flotilla/test/envtestenv"
 )
@@ -19,9 +18,5 @@ func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
 // Flotilla's CRDs installed.
 func startEnv(t *testing.T) *rest.Config {
 	t.Helper()
-	cfg := sharedEnv.Config(t)
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{envtestenv.CRDDir()}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatalf("installing the CRDs: %v", err)
-	}
-	return cfg
+	return sharedEnv.ConfigWithCRDs(t)
 }

@@ -3,7 +3,7 @@ package myapp
 import (
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,31 +22,16 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/syncbridge"
+	"github.com/flotilla-dev/flotilla/internal/testutil"
 )
 
-// gatedStatus is a client whose status patches the test can hold and
-// refuse, as a slow or refusing apiserver would.
+// gatedStatus is a client whose Work status patches the test can hold
+// (Gate) and refuse, as a slow or refusing apiserver would.
 type gatedStatus struct {
 	client.Client
-	mu     sync.Mutex
-	hold   chan struct{}
-	held   chan struct{}
-	reject bool
-}
-
-// holdPatches makes status patches wait until release is called; with
-// reject, the released patches are refused as Invalid.
-func (g *gatedStatus) holdPatches(reject bool) (release func()) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	hold := make(chan struct{})
-	g.hold, g.held, g.reject = hold, make(chan struct{}, 16), reject
-	return func() {
-		g.mu.Lock()
-		g.hold = nil
-		g.mu.Unlock()
-		close(hold)
-	}
+	testutil.Gate
+	// reject refuses the patches released from the gate as Invalid.
+	reject atomic.Bool
 }
 
 func (g *gatedStatus) Status() client.SubResourceWriter { return gatedWriter{g.Client.Status(), g} }
@@ -58,21 +43,12 @@ type gatedWriter struct {
 
 func (w gatedWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	if _, isWork := obj.(*flotillav1.Work); isWork {
-		w.g.mu.Lock()
-		hold, held, reject := w.g.hold, w.g.held, w.g.reject
-		w.g.mu.Unlock()
-		if hold != nil {
-			held <- struct{}{}
-			select {
-			case <-hold:
-			case <-ctx.Done():
-				// The manager stops (a test that failed while holding).
-				return ctx.Err()
-			}
-			if reject {
-				return apierrors.NewInvalid(flotillav1.GroupVersion.WithKind("Work").GroupKind(), obj.GetName(),
-					field.ErrorList{field.Invalid(field.NewPath("status"), "", "refused by the test")})
-			}
+		if err := w.g.Pass(ctx); err != nil {
+			return err
+		}
+		if w.g.reject.Load() {
+			return apierrors.NewInvalid(flotillav1.GroupVersion.WithKind("Work").GroupKind(), obj.GetName(),
+				field.ErrorList{field.Invalid(field.NewPath("status"), "", "refused by the test")})
 		}
 	}
 	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
@@ -108,7 +84,7 @@ func memberReport(w *flotillav1.Work, namespace string, ready int32) *flotillav1
 // shows for as long as its write is in flight and no longer: the app's
 // status goes back to what the stored Work says.
 func TestAppStatusRunsAheadOfTheWorkStatusWrite(t *testing.T) {
-	cfg := startEnv(t)
+	cfg := sharedEnv.ConfigWithCRDs(t)
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, flotillav1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -175,10 +151,10 @@ func TestAppStatusRunsAheadOfTheWorkStatusWrite(t *testing.T) {
 	}
 	workKey := client.ObjectKey{Namespace: flotillav1.ClusterNamespace(cluster), Name: flotillav1.WorkName(ns, "web")}
 	work := &flotillav1.Work{}
-	poll(t, "the app's Work written on the hub", func() error { return c.Get(ctx, workKey, work) })
+	testutil.Eventually(t, "the app's Work written on the hub", 30*time.Second, func() error { return c.Get(ctx, workKey, work) })
 	// The writer drops a report of a Work its cache does not show: wait
 	// for the cache.
-	poll(t, "the Work in the hub manager's cache", func() error { return mgr.GetCache().Get(ctx, workKey, &flotillav1.Work{}) })
+	testutil.Eventually(t, "the Work in the hub manager's cache", 30*time.Second, func() error { return mgr.GetCache().Get(ctx, workKey, &flotillav1.Work{}) })
 	ready := func(want metav1.ConditionStatus) func() error {
 		return func() error {
 			got := &flotillav1.MyApp{}
@@ -200,14 +176,14 @@ func TestAppStatusRunsAheadOfTheWorkStatusWrite(t *testing.T) {
 		}
 		return &got.Status
 	}
-	poll(t, "the MyApp not Ready before any report", ready(metav1.ConditionFalse))
+	testutil.Eventually(t, "the MyApp not Ready before any report", 30*time.Second, ready(metav1.ConditionFalse))
 
 	// The member reports its Deployment ready; the write is held.
-	release := gate.holdPatches(false)
+	release := gate.Hold()
 	writer.WorkStatus(ctx, cluster, workKey.Name, memberReport(work, ns, 2))
-	poll(t, "the MyApp Ready from the report, its Work status write held", ready(metav1.ConditionTrue))
+	testutil.Eventually(t, "the MyApp Ready from the report, its Work status write held", 30*time.Second, ready(metav1.ConditionTrue))
 	select {
-	case <-gate.held:
+	case <-gate.Held():
 	default:
 		t.Fatal("the MyApp went Ready but no Work status write was waiting")
 	}
@@ -215,22 +191,23 @@ func TestAppStatusRunsAheadOfTheWorkStatusWrite(t *testing.T) {
 		t.Fatalf("the Work status was written before the test released the write: %+v", st)
 	}
 	release()
-	poll(t, "the Work status written after the release", func() error {
+	testutil.Eventually(t, "the Work status written after the release", 30*time.Second, func() error {
 		if st := stored(); workReady(st) != 2 {
 			return fmt.Errorf("the stored Work status has %d ready", workReady(st))
 		}
 		return nil
 	})
-	stays(t, "the MyApp Ready once its Work status is written", ready(metav1.ConditionTrue))
+	testutil.Consistently(t, "the MyApp Ready once its Work status is written", time.Second, ready(metav1.ConditionTrue))
 
 	// A report the apiserver refuses: the app shows it while its write is
 	// in flight, then goes back to what the stored Work says.
-	release = gate.holdPatches(true)
+	gate.reject.Store(true)
+	release = gate.Hold()
 	writer.WorkStatus(ctx, cluster, workKey.Name, memberReport(work, ns, 1))
-	poll(t, "the MyApp not Ready from the report, its write held", ready(metav1.ConditionFalse))
-	<-gate.held
+	testutil.Eventually(t, "the MyApp not Ready from the report, its write held", 30*time.Second, ready(metav1.ConditionFalse))
+	<-gate.Held()
 	release()
-	poll(t, "the MyApp Ready again once the apiserver refused the report", ready(metav1.ConditionTrue))
+	testutil.Eventually(t, "the MyApp Ready again once the apiserver refused the report", 30*time.Second, ready(metav1.ConditionTrue))
 	if st := stored(); workReady(st) != 2 {
 		t.Fatalf("the refused report reached the stored Work status: %d ready", workReady(st))
 	}
@@ -245,30 +222,4 @@ func workReady(st *flotillav1.WorkStatus) int32 {
 		}
 	}
 	return n
-}
-
-// poll waits up to 30s for check to pass.
-func poll(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 30s: %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// stays checks check keeps passing for a second.
-func stays(t *testing.T, what string, check func() error) {
-	t.Helper()
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if err := check(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
 }
