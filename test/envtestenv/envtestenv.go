@@ -12,8 +12,12 @@ import (
 	"sync"
 	"testing"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -60,6 +64,17 @@ func (s *Shared) ConfigWithCRDs(t testing.TB) *rest.Config {
 		t.Fatalf("installing the CRDs: %v", err)
 	}
 	return cfg
+}
+
+// ManagerOptions are a test manager's options on scheme: no metrics or
+// probe listener, and no check that controller names are unique (a
+// package's tests start several managers in one process).
+func ManagerOptions(scheme *k8sruntime.Scheme) ctrl.Options {
+	skip := true
+	return ctrl.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: &skip},
+	}
 }
 
 // CRDDir is the repository's deploy/hub/crds, found from this file's own

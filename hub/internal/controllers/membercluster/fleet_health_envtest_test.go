@@ -18,11 +18,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
+	"github.com/flotilla-dev/flotilla/test/envtestenv"
 )
 
 // healthEnv is the health controller on the envtest apiserver, with its
@@ -85,11 +84,7 @@ func startHealthEnv(t *testing.T, ev EvictionOptions, members ...string) *health
 		}
 	}
 
-	skip := true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip},
-	})
+	mgr, err := ctrl.NewManager(cfg, envtestenv.ManagerOptions(scheme))
 	if err != nil {
 		t.Fatal(err)
 	}

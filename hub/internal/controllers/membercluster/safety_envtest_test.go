@@ -19,11 +19,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
+	"github.com/flotilla-dev/flotilla/test/envtestenv"
 )
 
 func gaugeValue(g prometheus.Gauge) float64 {
@@ -82,11 +81,7 @@ func TestRefusalAndHeldPruneOnTheMemberCluster(t *testing.T) {
 	if err := flotillav1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	skip := true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip},
-	})
+	mgr, err := ctrl.NewManager(cfg, envtestenv.ManagerOptions(scheme))
 	if err != nil {
 		t.Fatal(err)
 	}

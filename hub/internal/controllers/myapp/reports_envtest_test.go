@@ -17,12 +17,11 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/syncbridge"
 	"github.com/flotilla-dev/flotilla/internal/testutil"
+	"github.com/flotilla-dev/flotilla/test/envtestenv"
 )
 
 // gatedStatus is a client whose Work status patches the test can hold
@@ -113,11 +112,7 @@ func TestAppStatusRunsAheadOfTheWorkStatusWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	skip := true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip},
-	})
+	mgr, err := ctrl.NewManager(cfg, envtestenv.ManagerOptions(scheme))
 	if err != nil {
 		t.Fatal(err)
 	}
