@@ -304,7 +304,7 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 		w.queue.Forget(key)
 		return true
 	}
-	defer w.setInflight(key, nil)
+	defer w.clearInflight(key)
 	wrote, err := w.write(ctx, key, p.status)
 	if wrote {
 		metrics.WorkStatusLatency.Observe(time.Since(p.received).Seconds())
@@ -336,16 +336,12 @@ func (w *StatusWriter) next(ctx context.Context) bool {
 	return true
 }
 
-// setInflight records p as the report being written to key (nil: none;
-// takePending sets it).
-func (w *StatusWriter) setInflight(key client.ObjectKey, p *pendingStatus) {
+// clearInflight records that no report of key is being written
+// (takePending sets one).
+func (w *StatusWriter) clearInflight(key client.ObjectKey) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if p == nil {
-		delete(w.inflight, key)
-		return
-	}
-	w.inflight[key] = p
+	delete(w.inflight, key)
+	w.mu.Unlock()
 }
 
 // dropped tells Notify of key's Work after a report of it was dropped
@@ -355,7 +351,7 @@ func (w *StatusWriter) dropped(ctx context.Context, key client.ObjectKey) {
 	if w.Notify == nil {
 		return
 	}
-	w.setInflight(key, nil)
+	w.clearInflight(key)
 	work := &flotillav1.Work{}
 	if err := w.Reader.Get(ctx, key, work); err == nil {
 		w.Notify(work)

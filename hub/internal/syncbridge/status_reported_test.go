@@ -43,25 +43,21 @@ func (n notified) none(t *testing.T, why string) {
 	}
 }
 
-// cachedWork is work as the fixture's cache holds it.
-func (f *trustFixture) cachedWork(work string) *flotillav1.Work {
+// get is work as r (the fixture's api or cache) holds it.
+func (f *trustFixture) get(r client.Reader, work string) *flotillav1.Work {
 	f.t.Helper()
 	got := &flotillav1.Work{}
-	if err := f.cached.Get(context.Background(), client.ObjectKey{Namespace: flotillav1.ClusterNamespace(trustCluster), Name: work}, got); err != nil {
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: flotillav1.ClusterNamespace(trustCluster), Name: work}, got); err != nil {
 		f.t.Fatal(err)
 	}
 	return got
 }
 
+// cachedWork is work as the fixture's cache holds it.
+func (f *trustFixture) cachedWork(work string) *flotillav1.Work { return f.get(f.cached, work) }
+
 // live is work as the apiserver holds it: the cache once it caught up.
-func (f *trustFixture) live(work string) *flotillav1.Work {
-	f.t.Helper()
-	got := &flotillav1.Work{}
-	if err := f.api.Get(context.Background(), client.ObjectKey{Namespace: flotillav1.ClusterNamespace(trustCluster), Name: work}, got); err != nil {
-		f.t.Fatal(err)
-	}
-	return got
-}
+func (f *trustFixture) live(work string) *flotillav1.Work { return f.get(f.api, work) }
 
 // reportedMessage is the message of the first condition Reported gives
 // for work, "" for none.

@@ -263,11 +263,7 @@ func (f *trustFixture) report(work string, st *flotillav1.WorkStatus) {
 // stored is work's status in the fake apiserver.
 func (f *trustFixture) stored(work string) *flotillav1.WorkStatus {
 	f.t.Helper()
-	got := &flotillav1.Work{}
-	if err := f.api.Get(context.Background(), client.ObjectKey{Namespace: flotillav1.ClusterNamespace(trustCluster), Name: work}, got); err != nil {
-		f.t.Fatal(err)
-	}
-	return &got.Status
+	return &f.get(f.api, work).Status
 }
 
 func (f *trustFixture) rewritten(work string) bool {
