@@ -315,6 +315,9 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 	if len(b.rest) > 0 {
 		fmt.Fprintf(&s, "\n### At rest, %d Works held by each member\n\n", b.opts.restWorks)
 		s.WriteString(restTable(b.rest, b.opts.restWorks))
+		if t := residenceTable(b.rest); t != "" {
+			s.WriteString("\n" + t)
+		}
 	}
 	if len(b.zeroDown.samples) > 0 {
 		fmt.Fprintf(&s, "\n### Scale to zero and back\n\nOne Divided MyApp, static weights 1:...:1 of %d, scaled to 0 and back on each run; its member Deployments stay the same objects.\n\n", replicasPerMember*n)

@@ -37,6 +37,10 @@ type restProc struct {
 	rss, anon, file, heap int64
 	goroutines            int
 	note                  string
+	// exe is where the file-backed part lies: the resident pages of the
+	// executable by package, at the last sample (nil when it could not
+	// be read).
+	exe *testutil.ExecutableResidence
 	// role names the process in the record: "the hub" or "member-1's
 	// leading agent"; empty for a standby.
 	role string
@@ -100,6 +104,9 @@ func (b *bench) atRest(ctx context.Context) error {
 	}
 	b.rest = procs
 	if err := b.saveHeapProfiles(); err != nil {
+		return err
+	}
+	if err := b.saveResidence(); err != nil {
 		return err
 	}
 	progress("at rest: measured; deleting the %d MyApps", n)
@@ -206,6 +213,13 @@ func (b *bench) sampleRest(ctx context.Context, works int) ([]restProc, error) {
 		out[j] = restProc{name: t.name, role: t.role, rss: med.RSS, anon: med.Anon, file: med.File, note: t.note,
 			heap:       int64(text["go_memstats_heap_inuse_bytes"]),
 			goroutines: int(text["go_goroutines"])}
+		if pid, err := t.pid(); err == nil && pid != 0 {
+			if r, err := testutil.ResidentExecutable(pid); err == nil {
+				out[j].exe = &r
+			} else {
+				progress("at rest: the resident pages of %s's executable: %v", t.name, err)
+			}
+		}
 	}
 	return out, nil
 }
@@ -255,6 +269,83 @@ func restTable(procs []restProc, works int) string {
 		fmt.Fprintf(&s, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d | %s |\n", p.name, mibOf(p.rss), mibOf(p.anon), mibOf(p.file), mibOf(p.heap), p.goroutines, p.note)
 	}
 	return s.String()
+}
+
+// residenceTable renders, for the hub and one leading agent, where the
+// file-backed part of the RSS lies: the executable's resident pages by
+// module (top rows; -rss-map writes every package).
+func residenceTable(procs []restProc) string {
+	var s strings.Builder
+	var shown []restProc
+	for _, p := range procs {
+		if p.exe != nil && p.name == "hub" {
+			shown = append(shown, p)
+		}
+	}
+	for _, p := range procs {
+		if p.exe != nil && p.name != "hub" && p.role != "" {
+			shown = append(shown, p)
+			break
+		}
+	}
+	for _, p := range shown {
+		mods := map[string]int64{}
+		for _, pb := range p.exe.Packages {
+			mods[testutil.ModuleOf(pb.Package)] += pb.Bytes
+		}
+		rows := make([]testutil.PackageBytes, 0, len(mods))
+		for m, b := range mods {
+			rows = append(rows, testutil.PackageBytes{Package: m, Bytes: b})
+		}
+		slices.SortFunc(rows, func(a, b testutil.PackageBytes) int { return cmp.Compare(b.Bytes, a.Bytes) })
+		fmt.Fprintf(&s, "%s: %.1f MiB of its executable resident as file pages (%.1f MiB more written, so anonymous). By module (a page several share is split by their bytes; brackets: no package, such as the runtime's function table `[.gopclntab]`):\n\n",
+			p.name, mibOf(p.exe.File), mibOf(p.exe.Anon))
+		s.WriteString("| module | resident | |\n|---|---:|---:|\n")
+		for i, r := range rows {
+			if i == residenceRows {
+				var rest int64
+				for _, r := range rows[i:] {
+					rest += r.Bytes
+				}
+				fmt.Fprintf(&s, "| %d others | %.2f MiB | %.0f %% |\n", len(rows)-i, mibOf(rest), 100*float64(rest)/float64(p.exe.File))
+				break
+			}
+			fmt.Fprintf(&s, "| %s | %.2f MiB | %.0f %% |\n", r.Package, mibOf(r.Bytes), 100*float64(r.Bytes)/float64(p.exe.File))
+		}
+		s.WriteString("\n")
+	}
+	return s.String()
+}
+
+// residenceRows is how many modules residenceTable shows.
+const residenceRows = 15
+
+// saveResidence writes, with -rss-map, every process's resident
+// executable pages by package into that folder as NAME.rss.tsv.
+func (b *bench) saveResidence() error {
+	dir := b.opts.rssMap
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, p := range b.rest {
+		if p.exe == nil {
+			continue
+		}
+		var s strings.Builder
+		fmt.Fprintf(&s, "# %s: %d bytes of %s resident as file pages, %d written\n", p.name, p.exe.File, p.exe.Executable, p.exe.Anon)
+		for _, pb := range p.exe.Packages {
+			fmt.Fprintf(&s, "%d\t%s\n", pb.Bytes, pb.Package)
+		}
+		path := filepath.Join(dir, p.name+".rss.tsv")
+		if err := os.WriteFile(path, []byte(s.String()), 0o644); err != nil {
+			return err
+		}
+		progress("at rest: resident pages of %s by package in %s", p.name, path)
+	}
+	return nil
 }
 
 func mibOf(b int64) float64 { return float64(b) / (1 << 20) }
