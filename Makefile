@@ -8,6 +8,12 @@ BIN       := $(ROOT)/bin
 TESTBED   := $(ROOT)/.testbed
 MEMBERS   ?= 3
 GO        ?= go
+# Build tags of the hub and agent executables (and of test/fleet's and
+# hack/build-images.sh's builds): grpcnotrace leaves out gRPC's
+# golang.org/x/net/trace, whose html/template would keep every exported
+# method of every type linked (docs/architecture.md, "Executable size").
+GO_TAGS   ?= grpcnotrace
+export GO_TAGS
 # Each fuzz target runs this many inputs in `make test`. A count, not a
 # duration: with a duration, Go 1.26's fuzz coordinator can report
 # "context deadline exceeded" as a failure when the deadline fires while a
@@ -71,7 +77,7 @@ images: ## Build the hub and agent images with a Docker engine, no registry need
 .PHONY: build
 build: ## Build every package and the commands into bin/.
 	$(GO) build ./...
-	$(GO) build -o $(BIN)/ ./hub ./agent ./cmd/...
+	$(GO) build -tags $(GO_TAGS) -o $(BIN)/ ./hub ./agent ./cmd/...
 
 .PHONY: testbed-bin
 testbed-bin: ## Build the testbed's control-plane binaries into bin/ (skips those present).
@@ -96,7 +102,7 @@ helm-bin: testbed-bin ## Build helm into bin/ for the chart tests (skipped when 
 # plain data and pure functions; they run without -race, which keeps
 # make test from building the whole tree twice. Add a package here when it
 # starts a goroutine.
-RACE_PKGS := ./agent/... ./hub/internal/controllers/... ./hub/setup ./hub/internal/syncbridge \
+RACE_PKGS := ./agent/... ./hub/internal/controllers/... ./hub/internal/push ./hub/setup ./hub/internal/syncbridge \
 	./pkg/apply ./pkg/hubca ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration ./test/scale
 
 .PHONY: test

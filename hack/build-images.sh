@@ -15,6 +15,9 @@
 #   ARCH         GOARCH of the images (default: this machine's)
 #   VERSION      version the binaries report (default IMAGE_TAG)
 #   CA_BUNDLE    CA certificates copied in (default /etc/ssl/certs/ca-certificates.crt)
+#   GO_TAGS      build tags besides timetzdata (default grpcnotrace: no gRPC
+#                x/net/trace, which keeps the executables a quarter smaller;
+#                docs/architecture.md, "Executable size")
 #   IMAGE_CONTEXT  the build context directory, emptied first (default
 #                _output/image); two builds at once need one each
 set -euo pipefail
@@ -51,7 +54,7 @@ cp "$CA_BUNDLE" "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
 
 echo "compiling hub and agent for linux/$ARCH (version $VERSION)"
 for cmd in hub agent; do
-	(cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH="$ARCH" $GO build -trimpath -tags timetzdata \
+	(cd "$root" && CGO_ENABLED=0 GOOS=linux GOARCH="$ARCH" $GO build -trimpath -tags "timetzdata,${GO_TAGS:-grpcnotrace}" \
 		-ldflags "-s -w -X github.com/flotilla-dev/flotilla/$cmd/setup.Version=$VERSION" \
 		-o "$ctx/$ARCH/$cmd" "./$cmd")
 done

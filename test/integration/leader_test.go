@@ -23,7 +23,7 @@ import (
 func buildBinary(t *testing.T, pkg string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
+	cmd := exec.Command("go", "build", "-tags", localfleet.BuildTags, "-o", out, "./"+pkg)
 	cmd.Dir = "../.."
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", pkg, err, b)

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/multicluster-runtime/pkg/clusters"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -63,7 +62,7 @@ type Provider struct {
 	ConnectTimeout time.Duration
 	Log            logr.Logger
 
-	clusters clusters.Clusters[cluster.Cluster]
+	clusters *registry
 	once     sync.Once
 	wake     chan struct{}
 
@@ -80,7 +79,7 @@ type Provider struct {
 // provider engages it again once its apiserver answers (see engage).
 func (p *Provider) Disengage(member string) {
 	p.init()
-	p.clusters.Remove(multicluster.ClusterName(member))
+	p.clusters.remove(multicluster.ClusterName(member))
 	p.mu.Lock()
 	delete(p.engaged, member)
 	p.mu.Unlock()
@@ -94,11 +93,11 @@ var (
 
 func (p *Provider) init() {
 	p.once.Do(func() {
-		p.clusters = clusters.New[cluster.Cluster]()
-		p.clusters.ErrorHandler = func(err error, msg string, kv ...any) { p.Log.Error(err, msg, kv...) }
-		if p.ConnectTimeout > 0 {
-			p.clusters.WaitCacheTimeout = p.ConnectTimeout
+		timeout := p.ConnectTimeout
+		if timeout <= 0 {
+			timeout = 30 * time.Second
 		}
+		p.clusters = newRegistry(timeout, func(err error, msg string, kv ...any) { p.Log.Error(err, msg, kv...) })
 		p.wake = make(chan struct{}, 1)
 		p.engaged = map[string]string{}
 		p.engaging = map[string]bool{}
@@ -109,13 +108,13 @@ func (p *Provider) init() {
 // Get implements multicluster.Provider.
 func (p *Provider) Get(ctx context.Context, name multicluster.ClusterName) (cluster.Cluster, error) {
 	p.init()
-	return p.clusters.Get(ctx, name)
+	return p.clusters.get(name)
 }
 
 // IndexField implements multicluster.Provider.
 func (p *Provider) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
 	p.init()
-	return p.clusters.IndexField(ctx, obj, field, extract)
+	return p.clusters.indexField(ctx, obj, field, extract)
 }
 
 // Wake makes the provider look at the MemberClusters now (a MemberCluster
@@ -142,8 +141,8 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 		}
 		select {
 		case <-ctx.Done():
-			for _, name := range p.clusters.ClusterNames() {
-				p.clusters.Remove(name)
+			for _, name := range p.clusters.names() {
+				p.clusters.remove(name)
 			}
 			return nil
 		case <-p.wake:
@@ -199,10 +198,10 @@ func (p *Provider) sync(ctx context.Context, aware multicluster.Aware) error {
 		}
 		go p.engage(ctx, aware, mc.Name, cfg, hash)
 	}
-	for _, name := range p.clusters.ClusterNames() {
+	for _, name := range p.clusters.names() {
 		if !want[string(name)] {
 			p.Log.Info("disengaging a member: no longer a usable Push member", "member", name)
-			p.clusters.Remove(name)
+			p.clusters.remove(name)
 			p.mu.Lock()
 			delete(p.engaged, string(name))
 			p.mu.Unlock()
@@ -260,11 +259,11 @@ func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, member 
 		return
 	}
 	name := multicluster.ClusterName(member)
-	p.clusters.Remove(name)
+	p.clusters.remove(name)
 	p.mu.Lock()
 	delete(p.engaged, member)
 	p.mu.Unlock()
-	if err := p.clusters.Add(ctx, name, cl, aware); err != nil {
+	if err := p.clusters.add(ctx, name, cl, aware); err != nil {
 		if ctx.Err() == nil {
 			p.Log.Info("could not engage a Push member yet; trying again", "member", member, "error", err.Error())
 		}
