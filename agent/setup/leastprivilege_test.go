@@ -147,6 +147,16 @@ func TestAgentRunsWithShippedRBAC(t *testing.T) {
 		}
 	}
 
+	// A scraper asking for gzip (Prometheus does) gets the agent's small
+	// /metrics as it is: the agent keeps no gzip writer between scrapes.
+	code, encoding, body, err := deployrbac.GetMetricsEncoded(ctx, metricsAddr, reader, "gzip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusOK || encoding != "" || !strings.Contains(body, "leader_election_master_status") {
+		t.Errorf("the agent's /metrics asked for gzip: status %d, Content-Encoding %q, body %.100q; want 200, none, the metrics as text", code, encoding, body)
+	}
+
 	stop()
 	out := logs.String()
 	if !strings.Contains(out, "member-gate") && !strings.Contains(out, "leader") {

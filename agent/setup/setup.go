@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/agent/capacity"
 	"github.com/flotilla-dev/flotilla/agent/join"
@@ -261,7 +263,7 @@ func New(opts Options) (*Agent, error) {
 		LeaseDuration:          durationPtr(lease.Duration),
 		RenewDeadline:          durationPtr(lease.RenewDeadline),
 		RetryPeriod:            durationPtr(lease.RetryPeriod),
-		Metrics:                serving.MetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
+		Metrics:                agentMetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
 		HealthProbeBindAddress: opts.ProbeAddr,
 		PprofBindAddress:       opts.PprofAddr,
 		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
@@ -407,3 +409,14 @@ func New(opts Options) (*Agent, error) {
 var DefaultLease = serving.LeaseTimings{Duration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 500 * time.Millisecond}
 
 func durationPtr(d time.Duration) *time.Duration { return &d }
+
+// agentMetricsOptions are pkg/serving's /metrics options, uncompressed:
+// an agent's /metrics is small, and the gzip writer promhttp keeps between
+// scrapes holds about 0.8 MB of heap on every member (docs/benchmarks.md,
+// 2026-12-05 latest). The hub's, which grows with the fleet, stays
+// compressed.
+func agentMetricsOptions(addr string, secure bool) metricsserver.Options {
+	o := serving.MetricsOptions(addr, secure)
+	o.HandlerOpts = append(o.HandlerOpts, func(h *promhttp.HandlerOpts) { h.DisableCompression = true })
+	return o
+}

@@ -212,8 +212,8 @@ type Result struct {
 	// Detail is the whole account for the member's own logs and events:
 	// Message plus what it leaves out. Empty when Message says it all.
 	Detail string
-	// Object is the object as the apiserver returned it from the apply;
-	// nil unless Reason is ReasonApplied.
+	// Object is the object as the apiserver returned it from the apply,
+	// without its managedFields; nil unless Reason is ReasonApplied.
 	Object *unstructured.Unstructured
 }
 
@@ -662,7 +662,7 @@ func (a *Applier) serverSideApply(ctx context.Context, work *v1alpha1.Work, obj 
 	out := obj.DeepCopy()
 	err := a.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(a.owner), client.ForceOwnership)
 	if err == nil {
-		return out, nil
+		return slim(out), nil
 	}
 	ns := obj.GetNamespace()
 	if !isNamespaceNotFound(err, ns) {
@@ -678,7 +678,17 @@ func (a *Applier) serverSideApply(ctx context.Context, work *v1alpha1.Work, obj 
 	if err := a.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(a.owner), client.ForceOwnership); err != nil {
 		return nil, fmt.Errorf("server-side applying after creating namespace %s: %w", ns, err)
 	}
-	return out, nil
+	return slim(out), nil
+}
+
+// slim drops from an apply's answer what no reader of Result.Object uses
+// (its UID, generation, resourceVersion and, for status, spec and status
+// are read): the managedFields, a field set per writer that is most of a
+// small object's size. The Store keeps each Work's last Results, so this
+// is memory held for every Work an agent or push member holds.
+func slim(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	return obj
 }
 
 // ensureNamespace creates namespace name for work, labelled as

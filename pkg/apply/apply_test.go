@@ -117,6 +117,11 @@ func TestApplyCreatesOwnedDeployment(t *testing.T) {
 			if d.UID != results[0].Object.GetUID() {
 				t.Errorf("result object UID %s, live %s", results[0].Object.GetUID(), d.UID)
 			}
+			// The Store keeps each Work's Results: their objects carry what
+			// status and drift read, not the field sets the live one has.
+			if got := results[0].Object; got.GetGeneration() != d.Generation || got.GetResourceVersion() != d.ResourceVersion || len(got.GetManagedFields()) != 0 {
+				t.Errorf("result object generation %d, resourceVersion %s, %d managedFields; live %d, %s", got.GetGeneration(), got.GetResourceVersion(), len(got.GetManagedFields()), d.Generation, d.ResourceVersion)
+			}
 			if !OwnedBy(d, tc.workName) {
 				t.Errorf("OwnedBy(%s) = false for the object it applied", tc.workName)
 			}

@@ -37,22 +37,38 @@ func BindMetricsReader(ctx context.Context, c client.Client, namespace, name str
 // presents a self-signed one made in memory, and what is under test is who
 // the server lets in, not who it is.
 func GetMetrics(ctx context.Context, addr, token string) (int, string, error) {
+	code, _, body, err := getMetrics(ctx, addr, token, "")
+	return code, body, err
+}
+
+// GetMetricsEncoded is GetMetrics asking for acceptEncoding (a scraper's
+// Accept-Encoding, e.g. "gzip"); it returns the Content-Encoding the server
+// chose, and the body as sent.
+func GetMetricsEncoded(ctx context.Context, addr, token, acceptEncoding string) (code int, contentEncoding, body string, err error) {
+	return getMetrics(ctx, addr, token, acceptEncoding)
+}
+
+func getMetrics(ctx context.Context, addr, token, acceptEncoding string) (int, string, string, error) {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // See above.
 	}}
 	defer hc.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if acceptEncoding != "" {
+		// Set by hand, the transport leaves the answer as it came.
+		req.Header.Set("Accept-Encoding", acceptEncoding)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	return resp.StatusCode, resp.Header.Get("Content-Encoding"), string(b), err
 }
