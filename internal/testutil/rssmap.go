@@ -71,13 +71,15 @@ func ResidentExecutable(pid int) (ExecutableResidence, error) {
 	page := uint64(os.Getpagesize())
 	out := ExecutableResidence{Executable: exe}
 	by := map[string]float64{}
-	buf := make([]byte, 8)
 	for _, r := range ranges {
-		for addr := r.start; addr < r.end; addr += page {
-			if _, err := pm.ReadAt(buf, int64(addr/page*8)); err != nil && err != io.EOF {
-				return ExecutableResidence{}, fmt.Errorf("%s/pagemap at %#x: %w", proc, addr, err)
-			}
-			e := binary.LittleEndian.Uint64(buf)
+		// One 8-byte entry per page of the mapping, read in one go.
+		entries := make([]byte, (r.end-r.start)/page*8)
+		if _, err := pm.ReadAt(entries, int64(r.start/page*8)); err != nil && err != io.EOF {
+			return ExecutableResidence{}, fmt.Errorf("%s/pagemap at %#x: %w", proc, r.start, err)
+		}
+		for i := 0; i < len(entries); i += 8 {
+			addr := r.start + uint64(i/8)*page
+			e := binary.LittleEndian.Uint64(entries[i:])
 			if e&(1<<63) == 0 {
 				continue
 			}
@@ -213,12 +215,12 @@ func SymbolPackage(name string) string {
 		}
 	}
 	name = strings.TrimLeft(name, "*[]")
-	if strings.HasPrefix(name, "go:") || strings.HasPrefix(name, "go.") {
-		kind, _, _ := strings.Cut(name, ".")
-		if k, _, ok := strings.Cut(name[3:], "."); ok && strings.HasPrefix(name, "go:") {
-			kind = "go:" + k
-		}
-		return "[" + kind + "]"
+	if rest, ok := strings.CutPrefix(name, "go:"); ok {
+		kind, _, _ := strings.Cut(rest, ".")
+		return "[go:" + kind + "]"
+	}
+	if strings.HasPrefix(name, "go.") {
+		return "[go]"
 	}
 	slash := strings.LastIndex(name, "/")
 	if dot := strings.IndexByte(name[slash+1:], '.'); dot >= 0 {
@@ -228,20 +230,20 @@ func SymbolPackage(name string) string {
 }
 
 // ModuleOf groups a package path by its module-like root: the first
-// three path elements of a host-named path ("k8s.io/client-go/kubernetes"
-// stays, "github.com/a/b/c" is "github.com/a/b"), the standard library's
-// first element ("net/http" is "net").
+// three path elements of a host-named path ("github.com/a/b/c" is
+// "github.com/a/b", and client-go's parts stay apart:
+// "k8s.io/client-go/kubernetes"), two for the hosts whose modules sit
+// right under them ("k8s.io/api/apps/v1" is "k8s.io/api"), the standard
+// library's first element ("net/http" is "net").
 func ModuleOf(pkg string) string {
 	parts := strings.Split(pkg, "/")
-	if len(parts) == 0 || !strings.Contains(parts[0], ".") {
-		return parts[0]
-	}
 	n := 3
-	if parts[0] == "k8s.io" || parts[0] == "sigs.k8s.io" || parts[0] == "google.golang.org" || parts[0] == "go.uber.org" {
+	switch {
+	case !strings.Contains(parts[0], "."):
+		n = 1
+	case len(parts) > 1 && parts[0] == "k8s.io" && parts[1] == "client-go":
+	case parts[0] == "k8s.io", parts[0] == "sigs.k8s.io", parts[0] == "google.golang.org", parts[0] == "go.uber.org":
 		n = 2
-	}
-	if parts[0] == "k8s.io" && len(parts) > 2 && parts[1] == "client-go" {
-		n = 3
 	}
 	return strings.Join(parts[:min(n, len(parts))], "/")
 }

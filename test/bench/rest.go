@@ -181,6 +181,7 @@ func (b *bench) sampleRest(ctx context.Context, works int) ([]restProc, error) {
 		}
 	}
 	samples := make([][]testutil.Memory, len(targets))
+	pids := make([]int, len(targets)) // at the last sample
 	for i := range restSamples {
 		if i > 0 {
 			select {
@@ -202,6 +203,7 @@ func (b *bench) sampleRest(ctx context.Context, works int) ([]restProc, error) {
 				return nil, fmt.Errorf("at rest: RSS of %s (pid %d): %w", t.name, pid, err)
 			}
 			samples[j] = append(samples[j], mem)
+			pids[j] = pid
 		}
 	}
 	out := make([]restProc, len(targets))
@@ -213,12 +215,10 @@ func (b *bench) sampleRest(ctx context.Context, works int) ([]restProc, error) {
 		out[j] = restProc{name: t.name, role: t.role, rss: med.RSS, anon: med.Anon, file: med.File, note: t.note,
 			heap:       int64(text["go_memstats_heap_inuse_bytes"]),
 			goroutines: int(text["go_goroutines"])}
-		if pid, err := t.pid(); err == nil && pid != 0 {
-			if r, err := testutil.ResidentExecutable(pid); err == nil {
-				out[j].exe = &r
-			} else {
-				progress("at rest: the resident pages of %s's executable: %v", t.name, err)
-			}
+		if r, err := testutil.ResidentExecutable(pids[j]); err == nil {
+			out[j].exe = &r
+		} else {
+			progress("at rest: the resident pages of %s's executable: %v", t.name, err)
 		}
 	}
 	return out, nil
