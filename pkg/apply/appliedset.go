@@ -185,6 +185,23 @@ func (a *Applier) AppliedSet(workName string) []AppliedObject {
 	return slices.Clone(r.objects)
 }
 
+// RecordedWorks lists, sorted, the Works the applied set holds a record
+// of, loading the records from the member on first use: every Work whose
+// objects this member may still run, whether or not this process applied
+// it (after a restart, or a Delete that failed). Prune acts on exactly
+// these.
+func (a *Applier) RecordedWorks(ctx context.Context) ([]string, error) {
+	if err := a.ensureLoaded(quiet(ctx)); err != nil {
+		return nil, err
+	}
+	recs := a.set.all()
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.work
+	}
+	return out, nil
+}
+
 // HeldObjects is the number of objects recorded for all Works: what the
 // deletion brake weighs a prune against.
 func (a *Applier) HeldObjects() int {

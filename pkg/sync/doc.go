@@ -103,7 +103,11 @@
 // and Heartbeat), so a new API field needs no .proto change.
 //
 // The snapshot is a diff against what the hello says the agent holds: a
-// Work whose uid and generation match is skipped. A held Work the hub no
+// Work whose uid and generation match is skipped. The hello lists every
+// Work whose objects the member may still run, including those the agent
+// knows only from its applied-set records (after a restart, or a failed
+// apply or delete) with generation 0, which match no Work: the hub sends
+// those again if it wants them. A held Work the hub no
 // longer has is not deleted on its own: SnapshotComplete leaves it out and
 // the agent prunes it, so that every deletion that comes from a snapshot
 // passes the agent's deletion brake (one the hub knows vanished without
@@ -187,7 +191,9 @@
 // the agent sends WorkGone{name}, and the server calls its DeletionSink,
 // which lets the Work go. The server confirms without a message what the
 // agent does not hold: a vanished Work not held, after the hello every
-// terminating Work (TerminatingLister) the hello does not list, and on
+// terminating Work (TerminatingLister) the hello does not list (so an
+// agent must list every Work whose objects still run, or their deletion
+// would be confirmed before they are gone), and on
 // SnapshotPruned every held Work the snapshot left out. A WorkGone with an
 // invalid name ends the stream with INVALID_ARGUMENT; an agent confirms
 // only Works of its own cluster, since the server names the cluster from

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,17 +188,38 @@ func (s *Store) Names() []string {
 	return out
 }
 
-// Held implements Applier: the Works applied in this process, so the hub
-// sends only what changed after a reconnect.
-func (s *Store) Held(context.Context) ([]syncclient.HeldWork, error) {
-	applied := s.applier.Applied()
-	out := make([]syncclient.HeldWork, 0, len(applied))
-	for _, w := range applied {
+// Held implements Applier: the Works this member may still run, so that
+// after a reconnect or a restart the hub sends only what changed and
+// accounts for every Work whose objects are here. A Work applied in this
+// process and held is listed with the UID and generation applied. A Work
+// the applied set records but the Store does not hold as applied (the
+// agent restarted, its last apply failed, or a Delete of it failed) is
+// listed with no UID and generation 0: the hub then sends it again if it
+// still wants it, and otherwise leaves it to the snapshot's prune (or
+// orphans it), confirming its deletion only once that is done. Leaving
+// it out would tell the hub the member had none of its objects, and a
+// Work being deleted would be confirmed gone while they still run (held
+// by the deletion brake, say).
+func (s *Store) Held(ctx context.Context) ([]syncclient.HeldWork, error) {
+	recorded, err := s.applier.RecordedWorks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the applied set: %w", err)
+	}
+	out := make([]syncclient.HeldWork, 0, len(recorded))
+	listed := sets.New[string]()
+	for _, w := range s.applier.Applied() {
 		if s.get(w.Name) == nil {
 			continue
 		}
 		out = append(out, syncclient.HeldWork{Name: w.Name, UID: string(w.UID), Generation: w.Generation})
+		listed.Insert(w.Name)
 	}
+	for _, name := range recorded {
+		if !listed.Has(name) {
+			out = append(out, syncclient.HeldWork{Name: name})
+		}
+	}
+	slices.SortFunc(out, func(x, y syncclient.HeldWork) int { return strings.Compare(x.Name, y.Name) })
 	return out, nil
 }
 

@@ -276,7 +276,7 @@ func TestStoreSnapshotCompletePrunesOnlyWhatIsNotKept(t *testing.T) {
 	}
 }
 
-func TestStoreHeldListsOnlyHeldWorks(t *testing.T) {
+func TestStoreHeldListsWhatTheMemberRuns(t *testing.T) {
 	f := newStoreFixture(t, "store-held")
 	a := f.work("a", 3, f.deployment("a", 1))
 	f.apply(a)
@@ -302,21 +302,27 @@ func TestStoreHeldListsOnlyHeldWorks(t *testing.T) {
 		t.Errorf("Held after a failed apply = %+v, want %+v", got, want)
 	}
 
-	// A Work applied outside the Store (another user of the applier) is
-	// not the Store's to claim.
-	if _, err := f.store.applier.Apply(t.Context(), f.work("elsewhere", 1, f.deployment("elsewhere", 1))); err != nil {
+	// A Work applied outside the Store (a record the Store did not make,
+	// as after a restart) is listed without a version: its objects run,
+	// and the snapshot's prune would reach them.
+	elsewhere := f.work("elsewhere", 1, f.deployment("elsewhere", 1))
+	if _, err := f.store.applier.Apply(t.Context(), elsewhere); err != nil {
 		t.Fatal(err)
 	}
+	want = append(want, syncclient.HeldWork{Name: elsewhere.Name})
 	if got := f.held(); !slices.Equal(got, want) {
 		t.Errorf("Held after an apply outside the Store = %+v, want %+v", got, want)
 	}
 
-	// A held Work whose next generation fails is no longer held.
+	// A held Work whose next generation fails is no longer held as
+	// applied, but its record stands: listed without a version, so the
+	// hub sends it again.
 	if err := f.store.Apply(t.Context(), f.work("a", 4, f.deployment("a", 1), cm)); err == nil {
 		t.Fatal("applying a Work with a ConfigMap succeeded")
 	}
-	if got := f.held(); len(got) != 0 {
-		t.Errorf("Held after the held Work's apply failed = %+v, want none", got)
+	want[0] = syncclient.HeldWork{Name: a.Name}
+	if got := f.held(); !slices.Equal(got, want) {
+		t.Errorf("Held after the held Work's apply failed = %+v, want %+v", got, want)
 	}
 
 	// Deleted Works are neither held nor kept, and their objects go.
@@ -324,14 +330,71 @@ func TestStoreHeldListsOnlyHeldWorks(t *testing.T) {
 	if err := f.store.Delete(t.Context(), a.Name); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.held(); len(got) != 0 {
-		t.Errorf("Held after Delete = %+v, want none", got)
+	if got := f.held(); !slices.Equal(got, want[1:]) {
+		t.Errorf("Held after Delete = %+v, want %+v", got, want[1:])
 	}
 	if slices.Contains(f.store.Names(), a.Name) {
 		t.Error("the deleted Work is still in the Store")
 	}
 	if _, err := f.get("a"); !apierrors.IsNotFound(err) {
 		t.Errorf("a's Deployment after Delete: %v, want NotFound", err)
+	}
+}
+
+// TestStoreHeldListsRecordedWorksAfterRestart: a Store started afresh on a
+// member whose applied set records Works (the agent restarted) lists them
+// in its hello with no UID and generation 0, so that the hub sends the
+// ones it wants again and confirms the deletion of the others only once
+// they are pruned, never because the hello left them out. A Work applied
+// by the new Store is listed with what it applied.
+func TestStoreHeldListsRecordedWorksAfterRestart(t *testing.T) {
+	f := newStoreFixture(t, "store-restart")
+	a := f.work("a", 3, f.deployment("a", 1))
+	b := f.work("b", 5, f.deployment("b", 1))
+	f.apply(a)
+	f.apply(b)
+
+	restarted := apply.New(nil, f.c, apply.Options{RecordNamespace: f.ns})
+	restarted.SetIdentity("fleet-test", "member-1")
+	s := NewStore(restarted)
+	got, err := s.Held(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []syncclient.HeldWork{{Name: a.Name}, {Name: b.Name}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Held after a restart = %+v, want %+v (recorded, applied version unknown)", got, want)
+	}
+
+	if err := s.Apply(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Held(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []syncclient.HeldWork{{Name: a.Name, UID: string(a.UID), Generation: 3}, {Name: b.Name}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Held after a restart and an apply of a = %+v, want %+v", got, want)
+	}
+
+	// b is pruned: no record, so no longer listed, and its objects gone.
+	if err := s.SnapshotComplete(t.Context(), []string{a.Name}, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Held(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = want[:1]
+	if !slices.Equal(got, want) {
+		t.Errorf("Held after b was pruned = %+v, want %+v", got, want)
+	}
+	if _, err := f.get("b"); !apierrors.IsNotFound(err) {
+		t.Errorf("b's Deployment after the prune: %v, want NotFound", err)
+	}
+	if d := f.mustGet("a"); d.DeletionTimestamp != nil {
+		t.Error("a's Deployment is being deleted")
 	}
 }
 

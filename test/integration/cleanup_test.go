@@ -3,11 +3,15 @@ package integration
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -151,4 +155,133 @@ func TestUnconfirmedDeletionTimesOut(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAgentRestartedDuringDeletionsConfirmsOnlyWhatItPruned deletes six
+// of eight MyApps while their member's agent is down. The agent comes
+// back as a new process, which has applied nothing yet, and its snapshot's
+// prune would delete six of the eight Deployments, which the deletion
+// brake holds. Its hello still names every Work its applied set records,
+// so the hub does not take the six as done: their Works stay terminating
+// and the MyApps stay while the Deployments run, and the MemberCluster
+// says the prune waits. Once an admin confirms it, the six Deployments
+// go, then their Works and MyApps; the two kept apps' Deployments are the
+// same objects throughout.
+func TestAgentRestartedDuringDeletionsConfirmsOnlyWhatItPruned(t *testing.T) {
+	f := startFleet(t, 1)
+	ctx := context.Background()
+	syncAddr := freeAddr(t)
+	f.startSyncHub(t, syncAddr)
+	stopAgent := startAgent(t, f.agentOptions(t, "member-1", syncAddr))
+	waitReady(t, f.hub, "member-1")
+
+	const apps, deleted = 8, 6
+	var all []*flotillav1.MyApp
+	for i := range apps {
+		app := newApp(fmt.Sprintf("web-%d", i), 1, flotillav1.Placement{})
+		if err := f.hub.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, app)
+	}
+	uids := map[string]types.UID{}
+	eventually(t, "a Deployment for each of the 8 MyApps in member-1", 90*time.Second, func() error {
+		for _, app := range all {
+			d, err := f.deployment(ctx, "member-1", "default", app.Name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", app.Name, err)
+			}
+			uids[app.Name] = d.UID
+		}
+		return nil
+	})
+
+	stopAgent()
+	gone, kept := all[:deleted], all[deleted:]
+	for _, app := range gone {
+		if err := f.hub.Delete(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the 6 deleted apps' Works terminating", 30*time.Second, func() error {
+		for _, app := range gone {
+			if g, terminating, err := f.workState(ctx, "member-1", flotillav1.WorkName("default", app.Name)); err != nil || g || !terminating {
+				return fmt.Errorf("%s: gone %v, terminating %v, err %v", app.Name, g, terminating, err)
+			}
+		}
+		return nil
+	})
+
+	startAgent(t, f.agentOptions(t, "member-1", syncAddr))
+	var blocked *metav1.Condition
+	eventually(t, "MemberCluster member-1 saying PruneBlocked", 60*time.Second, func() error {
+		mc := &flotillav1.MemberCluster{}
+		if err := f.hub.Get(ctx, client.ObjectKey{Name: "member-1"}, mc); err != nil {
+			return err
+		}
+		blocked = meta.FindStatusCondition(mc.Status.Conditions, flotillav1.ConditionPruneBlocked)
+		if blocked == nil || blocked.Status != metav1.ConditionTrue {
+			return fmt.Errorf("condition %+v", blocked)
+		}
+		return nil
+	})
+	nothingDone := func() error {
+		for _, app := range all {
+			d, err := f.deployment(ctx, "member-1", "default", app.Name)
+			if err != nil || d.UID != uids[app.Name] || d.DeletionTimestamp != nil {
+				return fmt.Errorf("%s's Deployment changed (err %v)", app.Name, err)
+			}
+		}
+		for _, app := range gone {
+			if g, terminating, err := f.workState(ctx, "member-1", flotillav1.WorkName("default", app.Name)); err != nil || g || !terminating {
+				return fmt.Errorf("%s's Work confirmed while its Deployment runs: gone %v, terminating %v, err %v", app.Name, g, terminating, err)
+			}
+			if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), &flotillav1.MyApp{}); err != nil {
+				return fmt.Errorf("MyApp %s: %w", app.Name, err)
+			}
+		}
+		return nil
+	}
+	if err := nothingDone(); err != nil {
+		t.Fatalf("once the prune was held: %v", err)
+	}
+	consistently(t, "the held prune's Deployments running, their Works terminating and MyApps there", 3*time.Second, nothingDone)
+
+	epoch := regexp.MustCompile(regexp.QuoteMeta(flotillav1.AnnotationConfirmPrune) + `=(\d+)`).FindStringSubmatch(blocked.Message)
+	if epoch == nil {
+		t.Fatalf("PruneBlocked names no epoch to confirm: %q", blocked.Message)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mc := &flotillav1.MemberCluster{}
+		if err := f.hub.Get(ctx, client.ObjectKey{Name: "member-1"}, mc); err != nil {
+			return err
+		}
+		if mc.Annotations == nil {
+			mc.Annotations = map[string]string{}
+		}
+		mc.Annotations[flotillav1.AnnotationConfirmPrune] = epoch[1]
+		return f.hub.Update(ctx, mc)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the 6 Deployments deleted, then their Works and MyApps gone", 60*time.Second, func() error {
+		for _, app := range gone {
+			if d, err := f.deployment(ctx, "member-1", "default", app.Name); err == nil && d.DeletionTimestamp == nil {
+				return fmt.Errorf("%s's Deployment still running", app.Name)
+			}
+			if g, _, err := f.workState(ctx, "member-1", flotillav1.WorkName("default", app.Name)); err != nil || !g {
+				return fmt.Errorf("%s's Work still there (err %v)", app.Name, err)
+			}
+			if err := f.hub.Get(ctx, client.ObjectKeyFromObject(app), &flotillav1.MyApp{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("MyApp %s still there (%v)", app.Name, err)
+			}
+		}
+		return nil
+	})
+	for _, app := range kept {
+		d, err := f.deployment(ctx, "member-1", "default", app.Name)
+		if err != nil || d.UID != uids[app.Name] || d.DeletionTimestamp != nil {
+			t.Errorf("kept app %s's Deployment: %v (uid %s, want %s)", app.Name, err, d.UID, uids[app.Name])
+		}
+	}
 }

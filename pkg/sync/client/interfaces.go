@@ -19,7 +19,11 @@ import (
 type Applier interface {
 	// Held lists the Works the member runs now, with the uid and generation
 	// applied. It is called before every hello so that, after a reconnect
-	// or a restart, the hub sends only what changed.
+	// or a restart, the hub sends only what changed. A Work whose objects
+	// may still run but whose applied version is not known (generation 0)
+	// is sent again if the hub still wants it; if the hub is deleting it,
+	// the hub confirms its deletion only after the agent is done with it
+	// (a WorkGone, or the snapshot's prune), never from the hello alone.
 	Held(ctx context.Context) ([]HeldWork, error)
 	// Apply makes the member run work, creating or updating what its
 	// manifests describe. An error is retried with backoff, with the latest

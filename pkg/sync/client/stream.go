@@ -94,7 +94,7 @@ func (c *Client) runStream(ctx context.Context) (healthy bool, err error) {
 	st := &streamState{
 		r:       newRetries(c.cfg.InitialBackoff, c.cfg.MaxApplyBackoff),
 		epoch:   hh.epoch,
-		resumed: len(held) > 0,
+		resumed: slices.ContainsFunc(held, func(w HeldWork) bool { return w.Generation > 0 }),
 		reports: newMailbox(),
 		gone:    newGoneQueue(),
 	}
@@ -326,8 +326,9 @@ type streamState struct {
 	epoch uint64
 	// blocked says the deletion brake holds the snapshot's prune.
 	blocked bool
-	// resumed says the agent held Works when it said hello, so the hub
-	// sent only what changed (State.Resumes), not every Work.
+	// resumed says the agent held applied Works when it said hello (a
+	// generation, not only a record), so the hub sent only what changed
+	// (State.Resumes), not every Work.
 	resumed bool
 	// counted says the snapshot was counted (countSnapshot).
 	counted bool
