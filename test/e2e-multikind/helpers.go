@@ -116,7 +116,7 @@ func teardown(ctx context.Context, in SpecInput) error {
 		}
 	}
 	var errs []error
-	errs = append(errs, poll(ctx, convergeTimeout, func() error {
+	errs = append(errs, withDiagnosis(ctx, in, poll(ctx, convergeTimeout, func() error {
 		if err := hub.List(ctx, &apps, client.InNamespace(in.Namespace)); err != nil {
 			return err
 		}
@@ -131,8 +131,8 @@ func teardown(ctx context.Context, in SpecInput) error {
 			return fmt.Errorf("Works left on the hub: %v", sortedKeys(works))
 		}
 		return nil
-	}))
-	errs = append(errs, poll(ctx, convergeTimeout, func() error {
+	})))
+	errs = append(errs, withDiagnosis(ctx, in, poll(ctx, convergeTimeout, func() error {
 		var problems []string
 		for _, m := range in.Members {
 			c := in.Provider.Member(m)
@@ -154,7 +154,7 @@ func teardown(ctx context.Context, in SpecInput) error {
 			return errors.New(strings.Join(problems, "; "))
 		}
 		return nil
-	}))
+	})))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Namespace}}
 	errs = append(errs, client.IgnoreNotFound(hub.Delete(ctx, ns)))
 	for _, m := range in.Members {
@@ -162,6 +162,39 @@ func teardown(ctx context.Context, in SpecInput) error {
 	}
 	errs = append(errs, poll(ctx, convergeTimeout, func() error { return membersReady(ctx, in) }))
 	return errors.Join(errs...)
+}
+
+// withDiagnosis adds to a failed teardown what most often explains
+// member objects left behind, so that a CI log that keeps only a failed
+// spec's last lines says it: each MemberCluster's PruneBlocked condition
+// when it is True, and each member's agent pods that restarted.
+func withDiagnosis(ctx context.Context, in SpecInput, err error) error {
+	if err == nil {
+		return nil
+	}
+	var notes []string
+	for _, m := range in.Members {
+		mc := &flotillav1.MemberCluster{}
+		if gerr := in.Provider.Hub().Get(ctx, client.ObjectKey{Name: m}, mc); gerr == nil {
+			if c := meta.FindStatusCondition(mc.Status.Conditions, flotillav1.ConditionPruneBlocked); c != nil && c.Status == metav1.ConditionTrue {
+				notes = append(notes, fmt.Sprintf("%s PruneBlocked: %s", m, c.Message))
+			}
+		}
+		var pods corev1.PodList
+		if lerr := in.Provider.Member(m).List(ctx, &pods, client.InNamespace(systemNamespace)); lerr == nil {
+			for _, p := range pods.Items {
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.RestartCount > 0 {
+						notes = append(notes, fmt.Sprintf("%s pod %s container %s restarted %d times", m, p.Name, cs.Name, cs.RestartCount))
+					}
+				}
+			}
+		}
+	}
+	if len(notes) == 0 {
+		return fmt.Errorf("%w (no member's prune is held and no agent restarted)", err)
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(notes, "; "))
 }
 
 // eventually polls check every pollInterval until it returns nil or
