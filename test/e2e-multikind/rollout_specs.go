@@ -184,46 +184,6 @@ type deploymentSample struct {
 	done bool
 }
 
-// rolloutTrace is what the ordering spec saw of one member, as bounds on
-// when things happened: lastOld and lastNotDone are when the last read
-// that saw the old template (not yet done) was asked, so the switch (the
-// rollout being done) came after them; firstNew and firstDone are when
-// the first read that saw the new template (done) was answered, so the
-// switch (done) came before them. Reads of a loaded apiserver can take
-// seconds, so a check proves a violation only from the bounds that favour
-// the hub: a member's switch as late as it may have been (firstNew), the
-// previous member's done as early as it may have been (lastNotDone).
-type rolloutTrace struct {
-	lastOld, firstNew, lastNotDone, firstDone time.Time
-}
-
-// rollingTogether returns two members proven to have been rolling at one
-// moment: each on the new template by then (switched before firstNew)
-// and in its rollout or its minSuccessTime window (less the slack) still
-// (done after lastNotDone, so the window lasts past lastNotDone + window).
-func rollingTogether(members []string, traces map[string]*rolloutTrace, window time.Duration) (string, string, bool) {
-	for i, m1 := range members {
-		for _, m2 := range members[i+1:] {
-			a, b := traces[m1], traces[m2]
-			if a.firstNew.IsZero() || b.firstNew.IsZero() {
-				continue
-			}
-			from := a.firstNew
-			if b.firstNew.After(from) {
-				from = b.firstNew
-			}
-			until := a.lastNotDone.Add(window)
-			if u := b.lastNotDone.Add(window); u.Before(until) {
-				until = u
-			}
-			if from.Before(until) {
-				return m1, m2, true
-			}
-		}
-	}
-	return "", "", false
-}
-
 // ProgressiveOrderSpec: a Duplicated MyApp on three members rolled out
 // Progressively, maxConcurrency 1, with the last member as the canary
 // group and minSuccessTime 3s. After an image change, reading the three
@@ -334,15 +294,8 @@ func ProgressiveOrderSpec(t *testing.T, in SpecInput) {
 		if i == 0 {
 			continue
 		}
-		prev := traces[order[i-1]]
-		if tr.firstNew.Before(prev.lastOld) {
-			t.Fatalf("%s switched to %s before %s (want the order %v): %s", m, rolledImage, order[i-1], order, strings.Join(starts, "; "))
-		}
-		if tr.firstNew.Before(prev.lastNotDone) {
-			t.Fatalf("%s switched to %s before %s was fully updated and available (want the order %v): %s", m, rolledImage, order[i-1], order, strings.Join(starts, "; "))
-		}
-		if gap := tr.firstNew.Sub(prev.lastNotDone); gap < minSuccess-timingSlack {
-			t.Fatalf("%s switched to %s at most %s after %s became fully updated and available (minSuccessTime %s): %s", m, rolledImage, gap.Round(time.Millisecond), order[i-1], minSuccess, strings.Join(starts, "; "))
+		if v := switchViolation(order[i-1], traces[order[i-1]], tr, minSuccess-timingSlack); v != "" {
+			t.Fatalf("%s switched to %s %s (want the order %v, minSuccessTime %s): %s", m, rolledImage, v, order, minSuccess, strings.Join(starts, "; "))
 		}
 	}
 	t.Logf("order %v: %s", order, strings.Join(starts, "; "))
