@@ -16,6 +16,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/agent/setup"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/reexec"
 )
 
 func main() {
@@ -52,6 +53,7 @@ func run() error {
 	fs.StringVar(&opts.LeaderElectionID, "leader-election-id", "flotilla-agent.flotilla.dev", "name of the leader election Lease")
 	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", defaultNamespace(), "namespace of the leader election Lease, the agent's Secrets and its records ($POD_NAMESPACE, else "+flotillav1.SystemNamespace+")")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint (0 disables it)")
+	releaseIdle := fs.Bool("release-idle-memory", true, "at rest (under 16 MiB allocated in 20 s), collect and return the free heap to the operating system, so the agent's resident memory at rest stays near its live heap; a busy process keeps Go's own pacing")
 	metricsSecure := fs.Bool("metrics-secure", true, "serve /metrics over HTTPS to bearer tokens the member apiserver authenticates whose identity may get /metrics (ClusterRole flotilla-metrics-reader); false serves plain HTTP to anyone, for local testbeds only")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof profiles, plain HTTP without authentication (empty disables; e.g. 127.0.0.1:6061, then kubectl port-forward)")
@@ -73,6 +75,7 @@ func run() error {
 	}
 
 	opts.InsecureMetrics = !*metricsSecure
+	opts.KeepIdleMemory = !*releaseIdle
 
 	logger := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(logger)
@@ -84,8 +87,17 @@ func run() error {
 	cfg.QPS, cfg.Burst = 100, 200
 	opts.Config = cfg
 	ctx := ctrl.SetupSignalHandler()
-	logger.Info("starting the agent", "version", setup.Version, "hub", opts.HubAddress, "leaderElection", opts.LeaderElection)
-	return setup.Run(ctx, opts)
+	logger.Info("starting the agent", "version", setup.Version, "hub", opts.HubAddress, "leaderElection", opts.LeaderElection, "lostLeaseRestarts", reexec.Restarts())
+	err = setup.Run(ctx, opts)
+	if reexec.LostLease(err) && ctx.Err() == nil {
+		// Start over in place rather than exit into the kubelet's
+		// CrashLoopBackOff (internal/reexec).
+		logger.Error(err, "lost the leader Lease: starting over in place", "lostLeaseRestarts", reexec.Restarts()+1)
+		if xerr := reexec.StartOver(); xerr != nil {
+			return fmt.Errorf("%w (starting over in place failed: %v)", err, xerr)
+		}
+	}
+	return err
 }
 
 // defaultNamespace is the agent's namespace: its pod's, else

@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/internal/controllers/myapp"
 	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/hub/setup"
+	"github.com/flotilla-dev/flotilla/internal/reexec"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
@@ -38,6 +39,7 @@ func run() error {
 	fs.StringVar(&opts.LeaderElectionID, "leader-election-id", "flotilla-hub.flotilla.dev", "name of the leader election Lease")
 	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", flotillav1.SystemNamespace, "namespace of the leader election Lease")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint (0 disables it)")
+	releaseIdle := fs.Bool("release-idle-memory", true, "at rest (under 16 MiB allocated in 20 s), collect and return the free heap to the operating system, so the hub's resident memory at rest stays near its live heap; a busy process keeps Go's own pacing")
 	metricsSecure := fs.Bool("metrics-secure", true, "serve /metrics over HTTPS to bearer tokens the apiserver authenticates whose identity may get /metrics (ClusterRole flotilla-metrics-reader); false serves plain HTTP to anyone, for local testbeds only")
 	fs.BoolVar(&opts.KeepWebhookCABundle, "webhook-ca-bundle-sync", true, "keep the caBundle of the shipped webhook configurations (flotilla-hub) equal to the hub's CA (the hub CA, or <cert-dir>/ca.crt); the hub patches them, it never creates them (ignored with --register-webhook-url)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -91,6 +93,7 @@ func run() error {
 	}
 
 	opts.InsecureMetrics = !*metricsSecure
+	opts.KeepIdleMemory = !*releaseIdle
 	for _, h := range strings.Split(*servingHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			opts.Certificates.ServingHosts = append(opts.Certificates.ServingHosts, h)
@@ -111,9 +114,17 @@ func run() error {
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	opts.Config = cfg
 	ctx := ctrl.SetupSignalHandler()
-	logger.Info("starting the hub", "sync", opts.SyncAddr, "webhook", opts.WebhookAddr, "leaderElection", opts.LeaderElection, "heartbeatGrace", opts.HeartbeatGrace.String())
+	logger.Info("starting the hub", "lostLeaseRestarts", reexec.Restarts(), "sync", opts.SyncAddr, "webhook", opts.WebhookAddr, "leaderElection", opts.LeaderElection, "heartbeatGrace", opts.HeartbeatGrace.String())
 	start := time.Now()
 	err = setup.Run(ctx, opts)
 	logger.Info("hub stopped", "ran", time.Since(start).Round(time.Second).String())
+	if reexec.LostLease(err) && ctx.Err() == nil {
+		// Start over in place rather than exit into the kubelet's
+		// CrashLoopBackOff (internal/reexec).
+		logger.Error(err, "lost the leader Lease: starting over in place", "lostLeaseRestarts", reexec.Restarts()+1)
+		if xerr := reexec.StartOver(); xerr != nil {
+			return fmt.Errorf("%w (starting over in place failed: %v)", err, xerr)
+		}
+	}
 	return err
 }

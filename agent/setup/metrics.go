@@ -9,7 +9,9 @@ import (
 
 	"github.com/flotilla-dev/flotilla/agent/join"
 	"github.com/flotilla-dev/flotilla/internal/promreg"
+	"github.com/flotilla-dev/flotilla/internal/reexec"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
+	"github.com/flotilla-dev/flotilla/pkg/idlemem"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 	"github.com/flotilla-dev/flotilla/pkg/works"
 )
@@ -79,14 +81,14 @@ func (m *agentMetrics) collectors() []prometheus.Collector {
 // Another agent's metrics already there (tests run several agents in one
 // process) are replaced: the newest agent is the one they describe.
 func (m *agentMetrics) register(reg prometheus.Registerer) error {
-	return promreg.Replace(reg, m.collectors()...)
+	return promreg.Replace(reg, append(m.collectors(), reexec.Collectors()...)...)
 }
 
 // MetricCollectors are the agent's own metrics as a process registers
 // them (those of agent/join included), for the metrics reference
 // (hack/metricsdoc). Their Describe works; they hold no agent.
 func MetricCollectors() []prometheus.Collector {
-	return append(newAgentMetrics().collectors(), join.Collectors()...)
+	return append(append(append(newAgentMetrics().collectors(), join.Collectors()...), idlemem.Collectors()...), reexec.Collectors()...)
 }
 
 // observeApply is the Work store's ApplyObserver.

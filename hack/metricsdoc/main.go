@@ -55,16 +55,28 @@ func Render() ([]byte, error) {
 		}
 		all = append(all, ms...)
 	}
-	seen := map[string]bool{}
+	// A metric both processes serve (process-level ones: idle memory,
+	// lost-lease restarts) is one row, if both describe it alike.
+	seen := map[string]int{}
+	merged := all[:0]
 	for _, m := range all {
-		if seen[m.Name] {
+		i, dup := seen[m.Name]
+		if !dup {
+			seen[m.Name] = len(merged)
+			merged = append(merged, m)
+			continue
+		}
+		p := &merged[i]
+		if p.Component == m.Component || p.Type != m.Type || p.Help != m.Help || !slices.Equal(p.Labels, m.Labels) {
 			return nil, fmt.Errorf("metric %s is described twice", m.Name)
 		}
-		seen[m.Name] = true
+		p.Component = bothComponents
 	}
+	all = merged
+	rank := map[string]int{"hub": 0, "agent": 1, bothComponents: 2}
 	slices.SortFunc(all, func(a, b Metric) int {
-		if c := strings.Compare(a.Component, b.Component); c != 0 {
-			return -c // hub first
+		if c := rank[a.Component] - rank[b.Component]; c != 0 {
+			return c // hub, agent, then both
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
@@ -103,6 +115,10 @@ The Grafana dashboard (` + "`deploy/monitoring/flotilla-dashboard.json`" + `) an
 alert rules (` + "`deploy/monitoring/`" + `) use only the metrics below.
 
 `
+
+// bothComponents is the Component of a metric the hub and the agent
+// both serve.
+const bothComponents = "hub and agent"
 
 // cell makes s safe in a markdown table cell.
 func cell(s string) string {

@@ -10,6 +10,8 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
 	"github.com/flotilla-dev/flotilla/hub/internal/push"
 	"github.com/flotilla-dev/flotilla/internal/promreg"
+	"github.com/flotilla-dev/flotilla/internal/reexec"
+	"github.com/flotilla-dev/flotilla/pkg/idlemem"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 )
 
@@ -24,6 +26,8 @@ func MetricCollectors() []prometheus.Collector {
 	out = append(out, membercluster.Collectors()...)
 	out = append(out, syncserver.MetricCollectors()...)
 	out = append(out, push.MetricCollectors()...)
+	out = append(out, idlemem.Collectors()...)
+	out = append(out, reexec.Collectors()...)
 	out = append(out, &expiryCollector{}, &metrics.AppSeries{})
 	return out
 }
@@ -34,6 +38,9 @@ func MetricCollectors() []prometheus.Collector {
 func addHubMetrics(mgr manager.Manager, opts Options, hub *Hub) error {
 	// Another hub in this process (tests): the newest is described.
 	if err := promreg.Replace(opts.Registerer, &membercluster.HeartbeatCollector{Tracker: hub.Tracker}); err != nil {
+		return err
+	}
+	if err := promreg.Replace(opts.Registerer, reexec.Collectors()...); err != nil {
 		return err
 	}
 	series := &metrics.AppSeries{Reader: mgr.GetCache()}
@@ -48,7 +55,7 @@ func addHubMetrics(mgr manager.Manager, opts Options, hub *Hub) error {
 
 // hubLeaderGauge sets flotilla_hub_leader to 1 while this replica leads:
 // the manager starts it once elected (at once without leader election),
-// and a replica that loses its lease exits.
+// and a replica that loses its lease starts over (internal/reexec).
 type hubLeaderGauge struct{}
 
 func (hubLeaderGauge) NeedLeaderElection() bool { return true }

@@ -35,7 +35,9 @@ import (
 	"github.com/flotilla-dev/flotilla/hub/internal/syncbridge"
 	hubwebhook "github.com/flotilla-dev/flotilla/hub/internal/webhook"
 	"github.com/flotilla-dev/flotilla/hub/render"
+	"github.com/flotilla-dev/flotilla/internal/promreg"
 	"github.com/flotilla-dev/flotilla/internal/truncate"
+	"github.com/flotilla-dev/flotilla/pkg/idlemem"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
@@ -193,6 +195,10 @@ type Options struct {
 	// member's /readyz is asked (0: 2s, as agents heartbeat).
 	PushResync            time.Duration
 	PushHeartbeatInterval time.Duration
+	// KeepIdleMemory turns off the return of the free heap to the
+	// operating system while the hub is at rest (--release-idle-memory=false;
+	// pkg/idlemem).
+	KeepIdleMemory bool
 }
 
 // SyncConnectionOptions are syncserver.Config's connection hygiene
@@ -406,6 +412,14 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 		return nil, nil, err
 	}
 	hub := &Hub{Manager: mgr, Tracker: tracker, StatusWriter: statusWriter}
+	if !opts.KeepIdleMemory {
+		if err := promreg.Replace(opts.Registerer, idlemem.Collectors()...); err != nil {
+			return nil, nil, err
+		}
+		if err := mgr.Add(&idlemem.Releaser{Log: opts.Logger.WithName("idle-memory")}); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := mgr.Add(&versionReporter{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), namespace: hubNamespace(opts), log: opts.Logger.WithName("version")}); err != nil {
 		return nil, nil, err
 	}

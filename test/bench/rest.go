@@ -35,6 +35,10 @@ type restProc struct {
 	// the process's /metrics at the last sample (0 when it did not
 	// answer).
 	rss, anon, file, heap int64
+	// highest is the largest RSS of the samples: the median over a
+	// window longer than the idle releaser's interval (pkg/idlemem)
+	// could hide a process that is small only just after a release.
+	highest int64
 	goroutines            int
 	note                  string
 	// exe is where the file-backed part lies: the resident pages of the
@@ -147,8 +151,10 @@ func (b *bench) saveHeapProfiles() error {
 const (
 	restTimeout  = 5 * time.Minute
 	restSettle   = 15 * time.Second
-	restSamples  = 10
-	restInterval = time.Second
+	// 12 samples 5 s apart span 55 s, more than two intervals of the
+	// idle releaser (pkg/idlemem, 20 s).
+	restSamples  = 12
+	restInterval = 5 * time.Second
 )
 
 // sampleRest samples the RSS of the hub and of every agent replica
@@ -212,7 +218,7 @@ func (b *bench) sampleRest(ctx context.Context, works int) ([]restProc, error) {
 		slices.SortFunc(s, func(a, b testutil.Memory) int { return cmp.Compare(a.RSS, b.RSS) })
 		med := s[len(s)/2]
 		text := parseMetrics(t.metrics())
-		out[j] = restProc{name: t.name, role: t.role, rss: med.RSS, anon: med.Anon, file: med.File, note: t.note,
+		out[j] = restProc{name: t.name, role: t.role, rss: med.RSS, anon: med.Anon, file: med.File, note: t.note, highest: s[len(s)-1].RSS,
 			heap:       int64(text["go_memstats_heap_inuse_bytes"]),
 			goroutines: int(text["go_goroutines"])}
 		if r, err := testutil.ResidentExecutable(pids[j]); err == nil {
@@ -264,9 +270,9 @@ func restTable(procs []restProc, works int) string {
 	fmt.Fprintf(&s, "RSS is the median of %d samples %s apart, taken %s after every MyApp was Ready and the load average fell (or the wait for it ended); heap in use and goroutines from each process's /metrics. Targets (issue 21): an agent holding %d Works within %d MiB, the hub within %d MiB.\n\n",
 		restSamples, restInterval, restSettle, works, restAgentTarget>>20, restHubTarget>>20)
 	s.WriteString("Of the RSS, anonymous memory (heap, stacks, the runtime's) is what the process costs; file-backed is mostly its executable's pages, clean and shared, which the kernel drops and reads back under pressure.\n\n")
-	s.WriteString("| process | RSS | anonymous | file-backed | heap in use | goroutines | |\n|---|---:|---:|---:|---:|---:|---|\n")
+	s.WriteString("| process | RSS | anonymous | file-backed | highest RSS sample | heap in use | goroutines | |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, p := range procs {
-		fmt.Fprintf(&s, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d | %s |\n", p.name, mibOf(p.rss), mibOf(p.anon), mibOf(p.file), mibOf(p.heap), p.goroutines, p.note)
+		fmt.Fprintf(&s, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d | %s |\n", p.name, mibOf(p.rss), mibOf(p.anon), mibOf(p.file), mibOf(p.highest), mibOf(p.heap), p.goroutines, p.note)
 	}
 	return s.String()
 }

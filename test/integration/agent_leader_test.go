@@ -3,10 +3,15 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -127,5 +132,148 @@ func TestAgentLeaderFailover(t *testing.T) {
 	}
 	if after.UID != before.UID {
 		t.Fatalf("the Deployment was recreated across the agent failover: uid %s -> %s", before.UID, after.UID)
+	}
+}
+
+// TestAgentLostLeaseStartsOverInPlace runs one agent process with leader
+// election and takes its Lease away (another holder renews it, as a
+// replica would after the leader's apiserver stalled past its renew
+// deadline). The agent must not exit into a supervisor's back-off: the
+// same process starts over in place (internal/reexec), counts it in
+// flotilla_lost_lease_restarts_total, acts on nothing while another
+// holds the Lease (a scale on the hub does not reach the member), and
+// leads again once the Lease is free: the scale arrives and the
+// member's Deployment is the same object throughout.
+func TestAgentLostLeaseStartsOverInPlace(t *testing.T) {
+	f := startFleet(t, 1)
+	ctx := context.Background()
+	syncAddr := freeAddr(t)
+	f.startSyncHub(t, syncAddr)
+	bin := buildBinary(t, "agent")
+	kubeconfig := kubeconfigWithShippedRBAC(t, f.members["member-1"], f.tb.Member("member-1"), deployrbac.Agent, "flotilla-agent")
+	metricsAddr := freeAddr(t)
+	logPath := filepath.Join(t.TempDir(), "agent.log")
+	proc := startProcessEnv(t, logPath, bin, []string{"POD_NAME=agent-0"},
+		"--kubeconfig", kubeconfig,
+		"--hub-address", syncAddr,
+		"--cert-file", filepath.Join(f.certDir, pki.AgentCertFile("member-1")),
+		"--key-file", filepath.Join(f.certDir, pki.AgentKeyFile("member-1")),
+		"--ca-file", filepath.Join(f.certDir, pki.CACertFile),
+		"--leader-elect=true",
+		"--leader-election-lease-duration", "3s", "--leader-election-renew-deadline", "2s", "--leader-election-retry-period", "500ms",
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address", freeAddr(t),
+		"--heartbeat-interval", "500ms",
+	)
+	restarts := func() (int, bool) {
+		for _, line := range strings.Split(scrape(metricsAddr), "\n") {
+			if v, ok := strings.CutPrefix(line, "flotilla_lost_lease_restarts_total "); ok {
+				n, err := strconv.Atoi(v)
+				return n, err == nil
+			}
+		}
+		return 0, false
+	}
+	eventually(t, "the agent leading", 60*time.Second, func() error {
+		if !isLeader(scrape(metricsAddr)) {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
+	})
+	if n, ok := restarts(); !ok || n != 0 {
+		t.Fatalf("a fresh agent serves flotilla_lost_lease_restarts_total %d (served: %v), want 0", n, ok)
+	}
+
+	app := newApp("web", 1, flotillav1.Placement{})
+	if err := f.hub.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	specReplicas := func(want int32) func() error {
+		return func() error {
+			d, err := f.deployment(ctx, "member-1", "default", "web")
+			if err != nil {
+				return err
+			}
+			if *d.Spec.Replicas != want {
+				return fmt.Errorf("spec.replicas %d", *d.Spec.Replicas)
+			}
+			return nil
+		}
+	}
+	eventually(t, "Deployment web with 1 replica in member-1", 60*time.Second, specReplicas(1))
+	before, err := f.deployment(ctx, "member-1", "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Another holder takes the Lease and keeps it renewed for an hour.
+	member := f.members["member-1"]
+	leaseKey := client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "flotilla-agent.flotilla.dev"}
+	setHolder := func(holder string, renewed time.Time, seconds int32) func() error {
+		return func() error {
+			l := &coordinationv1.Lease{}
+			if err := member.Get(ctx, leaseKey, l); err != nil {
+				return err
+			}
+			l.Spec.HolderIdentity = &holder
+			l.Spec.LeaseDurationSeconds = &seconds
+			now := metav1.NewMicroTime(renewed)
+			l.Spec.RenewTime, l.Spec.AcquireTime = &now, &now
+			return member.Update(ctx, l)
+		}
+	}
+	eventually(t, "taking the agent's Lease for another holder", 30*time.Second, setHolder("thief", time.Now(), 3600))
+	pid := proc.Pid()
+	eventually(t, "the agent starting over in place after it lost its Lease (flotilla_lost_lease_restarts_total 1)", 60*time.Second, func() error {
+		select {
+		case <-proc.Done():
+			return fmt.Errorf("the agent process exited")
+		default:
+		}
+		if n, ok := restarts(); !ok || n != 1 {
+			return fmt.Errorf("flotilla_lost_lease_restarts_total %d (served: %v)", n, ok)
+		}
+		return nil
+	})
+	select {
+	case <-proc.Done():
+		t.Fatalf("the agent (pid %d) exited after it lost its Lease; it must start over in place", pid)
+	default:
+	}
+	if b, err := os.ReadFile(logPath); err != nil || !strings.Contains(string(b), "lost the leader Lease: starting over in place") {
+		t.Fatalf("the agent's log does not say it started over in place (read error %v)", err)
+	}
+
+	// While another holds the Lease, the new process acts on nothing.
+	scale := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))
+	if err := f.hub.Patch(ctx, app, scale); err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, "member-1's Deployment kept at 1 replica while another holds the agent's Lease", 3*time.Second, func() error {
+		if isLeader(scrape(metricsAddr)) {
+			return fmt.Errorf("the restarted agent says it leads while the thief holds the Lease")
+		}
+		return specReplicas(1)()
+	})
+
+	// The Lease is free again (its last renewal an hour old): the same
+	// process leads, and the scale arrives, on the same Deployment.
+	eventually(t, "freeing the agent's Lease", 30*time.Second, setHolder("thief", time.Now().Add(-time.Hour), 3))
+	eventually(t, "the restarted agent leading again", 60*time.Second, func() error {
+		if !isLeader(scrape(metricsAddr)) {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
+	})
+	eventually(t, "the scale to 2 reaching member-1 through the restarted agent", 60*time.Second, specReplicas(2))
+	after, err := f.deployment(ctx, "member-1", "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != before.UID {
+		t.Fatalf("the Deployment was recreated across the in-place restart: uid %s -> %s", before.UID, after.UID)
+	}
+	if proc.Pid() != pid {
+		t.Fatalf("pid %d -> %d", pid, proc.Pid())
 	}
 }
