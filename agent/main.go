@@ -53,7 +53,6 @@ func run() error {
 	fs.StringVar(&opts.LeaderElectionID, "leader-election-id", "flotilla-agent.flotilla.dev", "name of the leader election Lease")
 	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", defaultNamespace(), "namespace of the leader election Lease, the agent's Secrets and its records ($POD_NAMESPACE, else "+flotillav1.SystemNamespace+")")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint (0 disables it)")
-	releaseIdle := fs.Bool("release-idle-memory", true, "at rest (under 16 MiB allocated in 20 s), collect and return the free heap to the operating system, so the agent's resident memory at rest stays near its live heap; a busy process keeps Go's own pacing")
 	metricsSecure := fs.Bool("metrics-secure", true, "serve /metrics over HTTPS to bearer tokens the member apiserver authenticates whose identity may get /metrics (ClusterRole flotilla-metrics-reader); false serves plain HTTP to anyone, for local testbeds only")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof profiles, plain HTTP without authentication (empty disables; e.g. 127.0.0.1:6061, then kubectl port-forward)")
@@ -75,7 +74,6 @@ func run() error {
 	}
 
 	opts.InsecureMetrics = !*metricsSecure
-	opts.KeepIdleMemory = !*releaseIdle
 
 	logger := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(logger)

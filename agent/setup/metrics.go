@@ -11,7 +11,6 @@ import (
 	"github.com/flotilla-dev/flotilla/internal/promreg"
 	"github.com/flotilla-dev/flotilla/internal/reexec"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
-	"github.com/flotilla-dev/flotilla/pkg/idlemem"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 	"github.com/flotilla-dev/flotilla/pkg/works"
 )
@@ -88,7 +87,7 @@ func (m *agentMetrics) register(reg prometheus.Registerer) error {
 // them (those of agent/join included), for the metrics reference
 // (hack/metricsdoc). Their Describe works; they hold no agent.
 func MetricCollectors() []prometheus.Collector {
-	return append(append(append(newAgentMetrics().collectors(), join.Collectors()...), idlemem.Collectors()...), reexec.Collectors()...)
+	return append(append(newAgentMetrics().collectors(), join.Collectors()...), reexec.Collectors()...)
 }
 
 // observeApply is the Work store's ApplyObserver.

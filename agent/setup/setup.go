@@ -37,10 +37,8 @@ import (
 	"github.com/flotilla-dev/flotilla/agent/capacity"
 	"github.com/flotilla-dev/flotilla/agent/join"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/internal/promreg"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
 	"github.com/flotilla-dev/flotilla/pkg/health"
-	"github.com/flotilla-dev/flotilla/pkg/idlemem"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
@@ -139,10 +137,6 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// ResourceInterval is how often the resource summary is recomputed.
 	ResourceInterval time.Duration
-	// KeepIdleMemory turns off the return of the free heap to the
-	// operating system while the agent is at rest
-	// (--release-idle-memory=false; pkg/idlemem).
-	KeepIdleMemory bool
 	// CreateNamespaces creates a Work's target namespace when missing,
 	// labelled as Flotilla's and with a Pod Security level (see
 	// apply.Options.CreateNamespace).
@@ -327,14 +321,6 @@ func New(opts Options) (*Agent, error) {
 	store.SetHealth(runner.Status)
 	if err := mgr.Add(runner); err != nil {
 		return nil, err
-	}
-	if !opts.KeepIdleMemory {
-		if err := promreg.Replace(opts.Registerer, idlemem.Collectors()...); err != nil {
-			return nil, err
-		}
-		if err := mgr.Add(&idlemem.Releaser{Log: opts.Logger.WithName("idle-memory")}); err != nil {
-			return nil, err
-		}
 	}
 	summarizer := &capacity.Summarizer{Reader: mgr.GetAPIReader(), Interval: opts.ResourceInterval}
 	if err := mgr.Add(summarizer); err != nil {

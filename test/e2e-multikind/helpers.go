@@ -8,9 +8,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -167,7 +169,8 @@ func teardown(ctx context.Context, in SpecInput) error {
 // withDiagnosis adds to a failed teardown what most often explains
 // member objects left behind, so that a CI log that keeps only a failed
 // spec's last lines says it: each MemberCluster's PruneBlocked condition
-// when it is True, and each member's agent pods that restarted.
+// when it is True, and each member's agent pods that restarted (their
+// containers, or in place after a lost Lease).
 func withDiagnosis(ctx context.Context, in SpecInput, err error) error {
 	if err == nil {
 		return nil
@@ -187,6 +190,13 @@ func withDiagnosis(ctx context.Context, in SpecInput, err error) error {
 					if cs.RestartCount > 0 {
 						notes = append(notes, fmt.Sprintf("%s pod %s container %s restarted %d times", m, p.Name, cs.Name, cs.RestartCount))
 					}
+				}
+			}
+		}
+		if lr, ok := in.Provider.(LostLeaseRestarts); ok {
+			if counts, lerr := lr.LostLeaseRestarts(ctx, m); lerr == nil {
+				for _, pod := range slices.Sorted(maps.Keys(counts)) {
+					notes = append(notes, fmt.Sprintf("%s pod %s lost its Lease and started over in place %d times", m, pod, counts[pod]))
 				}
 			}
 		}

@@ -133,6 +133,15 @@ type MetricsProvider interface {
 	DeleteGauge(member, name string) error
 }
 
+// LostLeaseRestarts is a provider that can say how often each agent
+// process of a member started over in place after it lost its Lease
+// (the agent execs itself; the container's restart count does not show
+// it), for a failed teardown's diagnosis.
+type LostLeaseRestarts interface {
+	// LostLeaseRestarts counts, by pod, the agent log lines that say so.
+	LostLeaseRestarts(ctx context.Context, member string) (map[string]int, error)
+}
+
 // PausedAgent is one agent process that PauseAgent froze: that process,
 // by the PID it had, not whichever process runs under the replica's name
 // later.

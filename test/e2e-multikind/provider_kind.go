@@ -515,5 +515,44 @@ func podLogs(ctx context.Context, cfg *rest.Config, dir string) error {
 	return errors.Join(errs...)
 }
 
+// lostLeaseLine is what an agent logs when it starts over in place
+// (agent/main.go).
+const lostLeaseLine = "lost the leader Lease: starting over in place"
+
+// LostLeaseRestarts counts, for each pod in member's flotilla-system, the
+// log lines of its agent containers saying it started over in place.
+func (p *kindProvider) LostLeaseRestarts(ctx context.Context, member string) (map[string]int, error) {
+	var cfg *rest.Config
+	for _, m := range p.members {
+		if m.name == member {
+			cfg = m.cfg
+		}
+	}
+	if cfg == nil {
+		return nil, fmt.Errorf("no member %s", member)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := cs.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, pod := range pods.Items {
+		for _, c := range pod.Spec.Containers {
+			b, err := cs.CoreV1().Pods(systemNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if n := strings.Count(string(b), lostLeaseLine); n > 0 {
+				out[pod.Name] += n
+			}
+		}
+	}
+	return out, nil
+}
+
 // Stop does nothing: the clusters belong to whoever ran up.sh.
 func (p *kindProvider) Stop() error { return nil }
