@@ -165,15 +165,7 @@ func TestAgentLostLeaseStartsOverInPlace(t *testing.T) {
 		"--health-probe-bind-address", freeAddr(t),
 		"--heartbeat-interval", "500ms",
 	)
-	restarts := func() (int, bool) {
-		for _, line := range strings.Split(scrape(metricsAddr), "\n") {
-			if v, ok := strings.CutPrefix(line, "flotilla_lost_lease_restarts_total "); ok {
-				n, err := strconv.Atoi(v)
-				return n, err == nil
-			}
-		}
-		return 0, false
-	}
+	restarts := func() (int, bool) { return lostLeaseRestarts(metricsAddr) }
 	eventually(t, "the agent leading", 60*time.Second, func() error {
 		if !isLeader(scrape(metricsAddr)) {
 			return fmt.Errorf("not leading yet")
@@ -207,20 +199,9 @@ func TestAgentLostLeaseStartsOverInPlace(t *testing.T) {
 	}
 
 	// Another holder takes the Lease and keeps it renewed for an hour.
-	member := f.members["member-1"]
 	leaseKey := client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "flotilla-agent.flotilla.dev"}
 	setHolder := func(holder string, renewed time.Time, seconds int32) func() error {
-		return func() error {
-			l := &coordinationv1.Lease{}
-			if err := member.Get(ctx, leaseKey, l); err != nil {
-				return err
-			}
-			l.Spec.HolderIdentity = &holder
-			l.Spec.LeaseDurationSeconds = &seconds
-			now := metav1.NewMicroTime(renewed)
-			l.Spec.RenewTime, l.Spec.AcquireTime = &now, &now
-			return member.Update(ctx, l)
-		}
+		return setLeaseHolder(f.members["member-1"], leaseKey, holder, renewed, seconds)
 	}
 	eventually(t, "taking the agent's Lease for another holder", 30*time.Second, setHolder("thief", time.Now(), 3600))
 	pid := proc.Pid()
@@ -275,5 +256,34 @@ func TestAgentLostLeaseStartsOverInPlace(t *testing.T) {
 	}
 	if proc.Pid() != pid {
 		t.Fatalf("pid %d -> %d", pid, proc.Pid())
+	}
+}
+
+// lostLeaseRestarts reads flotilla_lost_lease_restarts_total from a hub's
+// or agent's plain-HTTP /metrics at addr (false: not served).
+func lostLeaseRestarts(addr string) (int, bool) {
+	for _, line := range strings.Split(scrape(addr), "\n") {
+		if v, ok := strings.CutPrefix(line, "flotilla_lost_lease_restarts_total "); ok {
+			n, err := strconv.Atoi(v)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// setLeaseHolder returns a poll step that writes the Lease at key as held
+// by holder, renewed at renewed for seconds (a conflict with the real
+// holder's renewal is retried by the poll).
+func setLeaseHolder(c client.Client, key client.ObjectKey, holder string, renewed time.Time, seconds int32) func() error {
+	return func() error {
+		l := &coordinationv1.Lease{}
+		if err := c.Get(context.Background(), key, l); err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = &holder
+		l.Spec.LeaseDurationSeconds = &seconds
+		at := metav1.NewMicroTime(renewed)
+		l.Spec.RenewTime, l.Spec.AcquireTime = &at, &at
+		return c.Update(context.Background(), l)
 	}
 }

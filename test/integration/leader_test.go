@@ -162,6 +162,88 @@ func TestTwoHubReplicasOnlyLeaderReconciles(t *testing.T) {
 	eventually(t, "the new leader reconciling MyApp second", 30*time.Second, scheduledCondition("second"))
 }
 
+// TestHubLostLeaseStartsOverInPlace runs one hub process with leader
+// election and gives its Lease to another holder: the hub must not exit
+// but start over in place (the same process, counted in
+// flotilla_lost_lease_restarts_total), reconcile nothing while another
+// holds the Lease, and reconcile again once the Lease is free.
+func TestHubLostLeaseStartsOverInPlace(t *testing.T) {
+	c, _, hubCluster := startTestbedHub(t)
+	ctx := context.Background()
+	bin := buildBinary(t, "hub")
+	certDir := hubCerts(t)
+	kubeconfig := kubeconfigWithShippedRBAC(t, c, hubCluster, deployrbac.Hub, "flotilla-hub")
+	metricsAddr := freeAddr(t)
+	logPath := filepath.Join(t.TempDir(), "hub.log")
+	proc := startProcess(t, logPath, bin,
+		"--kubeconfig", kubeconfig,
+		"--leader-elect=true",
+		"--leader-election-lease-duration", "3s", "--leader-election-renew-deadline", "2s", "--leader-election-retry-period", "500ms",
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address", freeAddr(t),
+		"--sync-bind-address", freeAddr(t),
+		"--webhook-bind-address", "",
+		"--cert-dir", certDir,
+	)
+	leading := func() error {
+		if !isLeader(scrape(metricsAddr)) {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
+	}
+	eventually(t, "the hub leading", 60*time.Second, leading)
+	if n, ok := lostLeaseRestarts(metricsAddr); !ok || n != 0 {
+		t.Fatalf("a fresh hub serves flotilla_lost_lease_restarts_total %d (served: %v), want 0", n, ok)
+	}
+
+	leaseKey := client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "flotilla-hub.flotilla.dev"}
+	eventually(t, "taking the hub's Lease for another holder", 30*time.Second, setLeaseHolder(c, leaseKey, "thief", time.Now(), 3600))
+	eventually(t, "the hub starting over in place after it lost its Lease (flotilla_lost_lease_restarts_total 1)", 60*time.Second, func() error {
+		select {
+		case <-proc.Done():
+			return fmt.Errorf("the hub process exited")
+		default:
+		}
+		if n, ok := lostLeaseRestarts(metricsAddr); !ok || n != 1 {
+			return fmt.Errorf("flotilla_lost_lease_restarts_total %d (served: %v)", n, ok)
+		}
+		return nil
+	})
+	if b, err := os.ReadFile(logPath); err != nil || !strings.Contains(string(b), "lost the leader Lease: starting over in place") {
+		t.Fatalf("the hub's log does not say it started over in place (read error %v)", err)
+	}
+
+	// While another holds the Lease, nothing is reconciled.
+	if err := c.Create(ctx, newApp("waits", 1, flotillav1.Placement{})); err != nil {
+		t.Fatal(err)
+	}
+	scheduled := func() error {
+		app := &flotillav1.MyApp{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "waits"}, app); err != nil {
+			return err
+		}
+		if meta.FindStatusCondition(app.Status.Conditions, flotillav1.ConditionScheduled) == nil {
+			return fmt.Errorf("no Scheduled condition yet")
+		}
+		return nil
+	}
+	consistently(t, "MyApp waits unreconciled while another holds the hub's Lease", 2*time.Second, func() error {
+		if scheduled() == nil {
+			return fmt.Errorf("MyApp waits was reconciled by a hub that does not hold the Lease")
+		}
+		return nil
+	})
+
+	eventually(t, "freeing the hub's Lease", 30*time.Second, setLeaseHolder(c, leaseKey, "thief", time.Now().Add(-time.Hour), 3))
+	eventually(t, "the restarted hub leading again", 60*time.Second, leading)
+	eventually(t, "the restarted hub reconciling MyApp waits", 30*time.Second, scheduled)
+	select {
+	case <-proc.Done():
+		t.Fatal("the hub process exited")
+	default:
+	}
+}
+
 // kubeconfigWithShippedRBAC installs the RBAC deploy/<component> ships
 // (the generated ClusterRole and Role, their bindings, read from the
 // repository by deployrbac) and returns a kubeconfig that authenticates as
