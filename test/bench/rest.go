@@ -38,9 +38,9 @@ type restProc struct {
 	// highest is the largest RSS of the samples: the median over a
 	// window longer than the idle releaser's interval (pkg/idlemem)
 	// could hide a process that is small only just after a release.
-	highest int64
-	goroutines            int
-	note                  string
+	highest    int64
+	goroutines int
+	note       string
 	// exe is where the file-backed part lies: the resident pages of the
 	// executable by package, at the last sample (nil when it could not
 	// be read).
@@ -149,8 +149,8 @@ func (b *bench) saveHeapProfiles() error {
 // How long the at-rest MyApps may take to become Ready and to go, how
 // long the fleet settles after, and how it is sampled.
 const (
-	restTimeout  = 5 * time.Minute
-	restSettle   = 15 * time.Second
+	restTimeout = 5 * time.Minute
+	restSettle  = 15 * time.Second
 	// 12 samples 5 s apart span 55 s, more than two intervals of the
 	// idle releaser (pkg/idlemem, 20 s).
 	restSamples  = 12
