@@ -87,15 +87,9 @@ func run() error {
 	ctx := ctrl.SetupSignalHandler()
 	logger.Info("starting the agent", "version", setup.Version, "hub", opts.HubAddress, "leaderElection", opts.LeaderElection, "lostLeaseRestarts", reexec.Restarts())
 	err = setup.Run(ctx, opts)
-	if reexec.LostLease(err) && ctx.Err() == nil {
-		// Start over in place rather than exit into the kubelet's
-		// CrashLoopBackOff (internal/reexec).
-		logger.Error(err, "lost the leader Lease: starting over in place", "lostLeaseRestarts", reexec.Restarts()+1)
-		if xerr := reexec.StartOver(); xerr != nil {
-			return fmt.Errorf("%w (starting over in place failed: %v)", err, xerr)
-		}
-	}
-	return err
+	// A lost Lease starts over in place rather than exit into the
+	// kubelet's CrashLoopBackOff (internal/reexec).
+	return reexec.AfterRun(ctx, logger, err)
 }
 
 // defaultNamespace is the agent's namespace: its pod's, else

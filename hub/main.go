@@ -118,13 +118,7 @@ func run() error {
 	start := time.Now()
 	err = setup.Run(ctx, opts)
 	logger.Info("hub stopped", "ran", time.Since(start).Round(time.Second).String())
-	if reexec.LostLease(err) && ctx.Err() == nil {
-		// Start over in place rather than exit into the kubelet's
-		// CrashLoopBackOff (internal/reexec).
-		logger.Error(err, "lost the leader Lease: starting over in place", "lostLeaseRestarts", reexec.Restarts()+1)
-		if xerr := reexec.StartOver(); xerr != nil {
-			return fmt.Errorf("%w (starting over in place failed: %v)", err, xerr)
-		}
-	}
-	return err
+	// A lost Lease starts over in place rather than exit into the
+	// kubelet's CrashLoopBackOff (internal/reexec).
+	return reexec.AfterRun(ctx, logger, err)
 }

@@ -18,11 +18,14 @@
 package reexec
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -58,6 +61,21 @@ func Restarts() int {
 // message is pinned by the tests that lose a Lease on purpose.
 func LostLease(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "leader election lost")
+}
+
+// AfterRun is what a main does with the error its manager returned: when
+// the manager stopped for a lost Lease and not for ctx (a signal), it
+// logs so and starts over in place, returning only if the exec failed;
+// otherwise it returns err as it is.
+func AfterRun(ctx context.Context, log logr.Logger, err error) error {
+	if !LostLease(err) || ctx.Err() != nil {
+		return err
+	}
+	log.Error(err, "lost the leader Lease: starting over in place", "lostLeaseRestarts", Restarts()+1)
+	if xerr := StartOver(); xerr != nil {
+		return fmt.Errorf("%w (starting over in place failed: %v)", err, xerr)
+	}
+	return err
 }
 
 // StartOver replaces this process with a new run of its own executable,

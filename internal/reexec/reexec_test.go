@@ -1,10 +1,13 @@
 package reexec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/go-logr/logr"
 )
 
 func TestLostLease(t *testing.T) {
@@ -40,5 +43,24 @@ func TestEnvironCountsRestarts(t *testing.T) {
 		if n := Restarts(); n != 0 {
 			t.Errorf("Restarts() = %d with %s=%q, want 0", n, EnvRestarts, bad)
 		}
+	}
+}
+
+// TestAfterRunPassesOtherErrorsOn: an error other than a lost Lease, or a
+// lost Lease after the process was told to stop, is returned as it is
+// (no exec: that would replace the test binary).
+func TestAfterRunPassesOtherErrorsOn(t *testing.T) {
+	other := errors.New("failed to wait for caches to sync")
+	if got := AfterRun(context.Background(), logr.Discard(), other); got != other {
+		t.Fatalf("AfterRun(%v) = %v, want the error itself", other, got)
+	}
+	if got := AfterRun(context.Background(), logr.Discard(), nil); got != nil {
+		t.Fatalf("AfterRun(nil) = %v", got)
+	}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	lost := errors.New("leader election lost")
+	if got := AfterRun(stopped, logr.Discard(), lost); got != lost {
+		t.Fatalf("AfterRun after a signal = %v, want the error itself", got)
 	}
 }

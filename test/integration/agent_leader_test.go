@@ -43,17 +43,7 @@ func TestAgentLeaderFailover(t *testing.T) {
 	for i := range 2 {
 		r := &replica{name: fmt.Sprintf("agent-%d", i), metrics: freeAddr(t)}
 		r.proc = startProcessEnv(t, filepath.Join(t.TempDir(), r.name+".log"), bin, []string{"POD_NAME=" + r.name},
-			"--kubeconfig", kubeconfig,
-			"--hub-address", syncAddr,
-			"--cert-file", filepath.Join(f.certDir, pki.AgentCertFile("member-1")),
-			"--key-file", filepath.Join(f.certDir, pki.AgentKeyFile("member-1")),
-			"--ca-file", filepath.Join(f.certDir, pki.CACertFile),
-			"--leader-elect=true",
-			// Plain HTTP: the test scrapes it to find the leader.
-			"--metrics-bind-address", r.metrics, "--metrics-secure=false",
-			"--health-probe-bind-address", freeAddr(t),
-			"--heartbeat-interval", "500ms",
-		)
+			leaderElectedAgentArgs(t, f, kubeconfig, syncAddr, r.metrics)...)
 		replicas = append(replicas, r)
 	}
 
@@ -154,24 +144,9 @@ func TestAgentLostLeaseStartsOverInPlace(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	logPath := filepath.Join(t.TempDir(), "agent.log")
 	proc := startProcessEnv(t, logPath, bin, []string{"POD_NAME=agent-0"},
-		"--kubeconfig", kubeconfig,
-		"--hub-address", syncAddr,
-		"--cert-file", filepath.Join(f.certDir, pki.AgentCertFile("member-1")),
-		"--key-file", filepath.Join(f.certDir, pki.AgentKeyFile("member-1")),
-		"--ca-file", filepath.Join(f.certDir, pki.CACertFile),
-		"--leader-elect=true",
-		"--leader-election-lease-duration", "3s", "--leader-election-renew-deadline", "2s", "--leader-election-retry-period", "500ms",
-		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
-		"--health-probe-bind-address", freeAddr(t),
-		"--heartbeat-interval", "500ms",
-	)
+		append(leaderElectedAgentArgs(t, f, kubeconfig, syncAddr, metricsAddr), shortLease...)...)
 	restarts := func() (int, bool) { return lostLeaseRestarts(metricsAddr) }
-	eventually(t, "the agent leading", 60*time.Second, func() error {
-		if !isLeader(scrape(metricsAddr)) {
-			return fmt.Errorf("not leading yet")
-		}
-		return nil
-	})
+	eventually(t, "the agent leading", 60*time.Second, leading(metricsAddr))
 	if n, ok := restarts(); !ok || n != 0 {
 		t.Fatalf("a fresh agent serves flotilla_lost_lease_restarts_total %d (served: %v), want 0", n, ok)
 	}
@@ -240,12 +215,7 @@ func TestAgentLostLeaseStartsOverInPlace(t *testing.T) {
 	// The Lease is free again (its last renewal an hour old): the same
 	// process leads, and the scale arrives, on the same Deployment.
 	eventually(t, "freeing the agent's Lease", 30*time.Second, setHolder("thief", time.Now().Add(-time.Hour), 3))
-	eventually(t, "the restarted agent leading again", 60*time.Second, func() error {
-		if !isLeader(scrape(metricsAddr)) {
-			return fmt.Errorf("not leading yet")
-		}
-		return nil
-	})
+	eventually(t, "the restarted agent leading again", 60*time.Second, leading(metricsAddr))
 	eventually(t, "the scale to 2 reaching member-1 through the restarted agent", 60*time.Second, specReplicas(2))
 	after, err := f.deployment(ctx, "member-1", "default", "web")
 	if err != nil {
@@ -285,5 +255,37 @@ func setLeaseHolder(c client.Client, key client.ObjectKey, holder string, renewe
 		at := metav1.NewMicroTime(renewed)
 		l.Spec.RenewTime, l.Spec.AcquireTime = &at, &at
 		return c.Update(context.Background(), l)
+	}
+}
+
+// leaderElectedAgentArgs are the flags of a leader-elected agent process
+// for member-1 of f, with plain-HTTP metrics on metricsAddr (the tests
+// scrape it to find the leader) and 500 ms heartbeats.
+func leaderElectedAgentArgs(t *testing.T, f *fleet, kubeconfig, syncAddr, metricsAddr string) []string {
+	return []string{
+		"--kubeconfig", kubeconfig,
+		"--hub-address", syncAddr,
+		"--cert-file", filepath.Join(f.certDir, pki.AgentCertFile("member-1")),
+		"--key-file", filepath.Join(f.certDir, pki.AgentKeyFile("member-1")),
+		"--ca-file", filepath.Join(f.certDir, pki.CACertFile),
+		"--leader-elect=true",
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address", freeAddr(t),
+		"--heartbeat-interval", "500ms",
+	}
+}
+
+// shortLease are Lease timings (3 s / 2 s / 0.5 s) that make a taken
+// Lease lost within seconds.
+var shortLease = []string{"--leader-election-lease-duration", "3s", "--leader-election-renew-deadline", "2s", "--leader-election-retry-period", "500ms"}
+
+// leading is a poll step that passes once the process serving
+// plain-HTTP metrics at addr says it leads.
+func leading(addr string) func() error {
+	return func() error {
+		if !isLeader(scrape(addr)) {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
 	}
 }

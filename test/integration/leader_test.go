@@ -175,23 +175,16 @@ func TestHubLostLeaseStartsOverInPlace(t *testing.T) {
 	kubeconfig := kubeconfigWithShippedRBAC(t, c, hubCluster, deployrbac.Hub, "flotilla-hub")
 	metricsAddr := freeAddr(t)
 	logPath := filepath.Join(t.TempDir(), "hub.log")
-	proc := startProcess(t, logPath, bin,
+	proc := startProcess(t, logPath, bin, append([]string{
 		"--kubeconfig", kubeconfig,
 		"--leader-elect=true",
-		"--leader-election-lease-duration", "3s", "--leader-election-renew-deadline", "2s", "--leader-election-retry-period", "500ms",
 		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address", freeAddr(t),
 		"--sync-bind-address", freeAddr(t),
 		"--webhook-bind-address", "",
 		"--cert-dir", certDir,
-	)
-	leading := func() error {
-		if !isLeader(scrape(metricsAddr)) {
-			return fmt.Errorf("not leading yet")
-		}
-		return nil
-	}
-	eventually(t, "the hub leading", 60*time.Second, leading)
+	}, shortLease...)...)
+	eventually(t, "the hub leading", 60*time.Second, leading(metricsAddr))
 	if n, ok := lostLeaseRestarts(metricsAddr); !ok || n != 0 {
 		t.Fatalf("a fresh hub serves flotilla_lost_lease_restarts_total %d (served: %v), want 0", n, ok)
 	}
@@ -235,7 +228,7 @@ func TestHubLostLeaseStartsOverInPlace(t *testing.T) {
 	})
 
 	eventually(t, "freeing the hub's Lease", 30*time.Second, setLeaseHolder(c, leaseKey, "thief", time.Now().Add(-time.Hour), 3))
-	eventually(t, "the restarted hub leading again", 60*time.Second, leading)
+	eventually(t, "the restarted hub leading again", 60*time.Second, leading(metricsAddr))
 	eventually(t, "the restarted hub reconciling MyApp waits", 30*time.Second, scheduled)
 	select {
 	case <-proc.Done():
