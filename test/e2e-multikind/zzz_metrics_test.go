@@ -3,13 +3,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,11 +36,6 @@ type metricsFleet interface {
 	MetricsEndpoints() []fleet.MetricsEndpoint
 }
 
-// documentedMetric is one row of docs/metrics.md.
-type documentedMetric struct {
-	name, component, typ string
-}
-
 // documentedMetrics reads the metric table of docs/metrics.md (generated
 // from the hub's and the agent's registries, so it is the list they serve).
 func documentedMetrics(t *testing.T) []documentedMetric {
@@ -51,34 +44,9 @@ func documentedMetrics(t *testing.T) []documentedMetric {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(root, "docs", "metrics.md"))
+	out, err := readDocumentedMetrics(filepath.Join(root, "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []documentedMetric
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "| `flotilla_") {
-			continue
-		}
-		cells := strings.Split(line, "|")
-		if len(cells) < 5 {
-			t.Fatalf("docs/metrics.md: a metric row with %d cells: %q", len(cells), line)
-		}
-		out = append(out, documentedMetric{
-			name:      strings.Trim(strings.TrimSpace(cells[1]), "`"),
-			component: strings.TrimSpace(cells[2]),
-			typ:       strings.TrimSpace(cells[3]),
-		})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(out) < 20 {
-		t.Fatalf("docs/metrics.md lists %d metrics; the table was not found", len(out))
 	}
 	return out
 }
@@ -129,26 +97,28 @@ func TestEveryDocumentedMetricScraped(t *testing.T) {
 	job := map[string]string{"hub": "flotilla-hub", "agent": "flotilla-agent"}
 	var missing []string
 	for _, m := range documentedMetrics(t) {
-		comp, ok := job[m.component]
-		if !ok {
-			t.Errorf("docs/metrics.md: %s has component %q, want hub or agent", m.name, m.component)
+		comps, err := m.components()
+		if err != nil {
+			t.Error(err)
 			continue
 		}
 		name := m.name
 		if m.typ == "histogram" {
 			name += "_count"
 		}
-		// Present at any time of the run: a MyApp's series go when it does.
-		q := fmt.Sprintf(`count(present_over_time({__name__=%q,component=%q}[3h]))`, name, comp)
-		v, n, err := promValue(prom, q)
-		if err != nil {
-			t.Fatalf("asking Prometheus: %v", err)
+		for _, c := range comps {
+			// Present at any time of the run: a MyApp's series go when it does.
+			q := fmt.Sprintf(`count(present_over_time({__name__=%q,component=%q}[3h]))`, name, job[c])
+			v, n, err := promValue(prom, q)
+			if err != nil {
+				t.Fatalf("asking Prometheus: %v", err)
+			}
+			if n == 0 {
+				missing = append(missing, c+" "+m.name)
+				continue
+			}
+			t.Logf("%-55s %-6s %s series", m.name, c, v)
 		}
-		if n == 0 {
-			missing = append(missing, m.component+" "+m.name)
-			continue
-		}
-		t.Logf("%-55s %s series", m.name, v)
 	}
 	if len(missing) > 0 {
 		t.Errorf("%d documented metrics were never scraped from the component the reference names (many appear only as the suite's specs exercise them: run the whole suite):\n  %s",
