@@ -248,6 +248,26 @@ func TestPartition(t *testing.T) {
 	in := input(t, "partition")
 	PartitionSpec(t, in, in.Members[len(in.Members)-1])
 }
+// TestServiceRangeStaysInNodes: on a provider of real nodes (kind), a
+// connection to a Service address no Service holds is refused inside each
+// member's node, from the node and from an agent pod, not routed out of it
+// (StartMember checks the node again after every restart).
+func TestServiceRangeStaysInNodes(t *testing.T) {
+	track(t)
+	independent(t)
+	g, ok := provider.(ServiceRangeGuard)
+	if !ok {
+		t.Skipf("the %s provider's members are not nodes with a Service range", provider.Name())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, m := range provider.MemberNames() {
+		if err := g.ServiceRangeStaysInside(ctx, m); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+}
+
 func TestScaleToZeroFailover(t *testing.T) {
 	ScaleToZeroFailoverSpec(t, input(t, "zero-failover"))
 }

@@ -142,6 +142,15 @@ type LostLeaseRestarts interface {
 	LostLeaseRestarts(ctx context.Context, member string) (map[string]int, error)
 }
 
+// ServiceRangeGuard is a provider whose members are nodes with a Service
+// range, which can check that a connection to an address of that range
+// no Service holds is refused inside the node, from the node and from an
+// agent pod, rather than routed out of it to whatever answers beyond.
+type ServiceRangeGuard interface {
+	// ServiceRangeStaysInside says what was not refused, or nil.
+	ServiceRangeStaysInside(ctx context.Context, member string) error
+}
+
 // PausedAgent is one agent process that PauseAgent froze: that process,
 // by the PID it had, not whichever process runs under the replica's name
 // later.

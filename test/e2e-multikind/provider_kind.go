@@ -263,7 +263,89 @@ func (p *kindProvider) StartMember(ctx context.Context, name string) error {
 	if err := docker(ctx, "start", m.cluster+"-control-plane"); err != nil {
 		return err
 	}
-	return waitReadyz(ctx, name, m.cfg)
+	if err := waitReadyz(ctx, name, m.cfg); err != nil {
+		return err
+	}
+	// The entrypoint keeps the Service range inside the node again on
+	// every start (its network namespace is new): an agent started before
+	// kube-proxy's rules must be refused, not answered from beyond.
+	return p.probeServiceRange(ctx, m, false)
+}
+
+var _ ServiceRangeGuard = &kindProvider{}
+
+// ServiceRangeStaysInside checks, from the member's node and from the
+// network namespace of one of its agent pods, that a TCP connection to an
+// address of the Service range no Service holds is refused at once.
+func (p *kindProvider) ServiceRangeStaysInside(ctx context.Context, member string) error {
+	m, err := p.member(member)
+	if err != nil {
+		return err
+	}
+	return p.probeServiceRange(ctx, m, true)
+}
+
+// serviceRange is the Service range up.sh gives every cluster
+// (networking.serviceSubnet), the one the node image guards.
+const serviceRange = "10.96.0.0/16"
+
+// probeServiceRange connects to an address of serviceRange that no
+// Service of m holds, on port 443 (what an agent's in-cluster client
+// dials), from m's node and, with fromPod, from an agent pod's network
+// namespace (nsenter, the node's own bash); each must be refused. A
+// connection that opens reached something outside the node; one that
+// times out went out too, to nothing.
+func (p *kindProvider) probeServiceRange(ctx context.Context, m *kindMember, fromPod bool) error {
+	var svcs corev1.ServiceList
+	if err := m.c.List(ctx, &svcs); err != nil {
+		return fmt.Errorf("listing the Services of %s: %w", m.name, err)
+	}
+	held := map[string]bool{}
+	for _, s := range svcs.Items {
+		for _, ip := range s.Spec.ClusterIPs {
+			held[ip] = true
+		}
+	}
+	addr := ""
+	for last := 254; last > 200 && addr == ""; last-- {
+		if a := fmt.Sprintf("10.96.255.%d", last); !held[a] {
+			addr = a
+		}
+	}
+	if addr == "" {
+		return fmt.Errorf("%s: every address of 10.96.255.201-254 is a Service's", m.name)
+	}
+	node := m.cluster + "-control-plane"
+	dial := fmt.Sprintf("exec 3<>/dev/tcp/%s/443", addr)
+	where := map[string][]string{"node " + node: {"exec", node, "timeout", "5", "bash", "-c", dial}}
+	if fromPod {
+		out, err := exec.CommandContext(ctx, "docker", "exec", node, "crictl", "ps", "-q", "--state", "Running",
+			"--label", "io.kubernetes.pod.namespace="+systemNamespace, "--name", "^agent$").CombinedOutput()
+		ids := strings.Fields(string(out))
+		if err != nil || len(ids) == 0 {
+			return fmt.Errorf("%s: no running agent container (crictl ps: %v: %s)", m.name, err, out)
+		}
+		out, err = exec.CommandContext(ctx, "docker", "exec", node, "crictl", "inspect", "--output", "go-template", "--template", "{{.info.pid}}", ids[0]).CombinedOutput()
+		pid := strings.TrimSpace(string(out))
+		if err != nil || pid == "" {
+			return fmt.Errorf("%s: the agent container's PID (crictl inspect: %v: %s)", m.name, err, out)
+		}
+		where["an agent pod of "+m.name] = []string{"exec", node, "nsenter", "-t", pid, "-n", "timeout", "5", "bash", "-c", dial}
+	}
+	var problems []string
+	for from, args := range where {
+		out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+		switch {
+		case err == nil:
+			problems = append(problems, fmt.Sprintf("from %s, %s:443 (a Service address no Service holds) answered: the packet left the node", from, addr))
+		case !strings.Contains(string(out), "Connection refused"):
+			problems = append(problems, fmt.Sprintf("from %s, %s:443 was not refused (%v: %s): the packet left the node", from, addr, err, strings.TrimSpace(string(out))))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the Service range %s is not kept inside the node:\n  %s", serviceRange, strings.Join(problems, "\n  "))
+	}
+	return nil
 }
 
 // waitReadyz waits up to 3 minutes for the member's apiserver /readyz.

@@ -105,7 +105,9 @@ create_cluster() {
 
 # kind_config NAME [LABELS...] prints a one-node cluster config. The kubelet
 # patch lets it run on cgroup v1 hosts, which Kubernetes 1.35+ refuses by
-# default; on cgroup v2 it changes nothing.
+# default; on cgroup v2 it changes nothing. The Service range is kind's
+# default, named so that it stays the one the node image's entrypoint keeps
+# inside the node (guard_service_range) on a node's first start.
 kind_config() {
 	local name=$1
 	shift
@@ -113,6 +115,8 @@ kind_config() {
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 name: $name
+networking:
+  serviceSubnet: 10.96.0.0/16
 kubeadmConfigPatches:
 - |
   kind: KubeletConfiguration
