@@ -248,6 +248,7 @@ func TestPartition(t *testing.T) {
 	in := input(t, "partition")
 	PartitionSpec(t, in, in.Members[len(in.Members)-1])
 }
+
 // TestServiceRangeStaysInNodes: on a provider of real nodes (kind), a
 // connection to a Service address no Service holds is refused inside each
 // member's node, from the node and from an agent pod, not routed out of it
