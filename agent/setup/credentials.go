@@ -5,17 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent/join"
+	"github.com/flotilla-dev/flotilla/internal/startup"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
 
@@ -49,61 +46,21 @@ type agentIdentity struct {
 
 // identityReadTimeout bounds reading the Secrets at start, retries
 // included.
-const identityReadTimeout = 30 * time.Second
+const identityReadTimeout = startup.Timeout
 
 // loadPlan is join.Load, tried again while the member's apiserver cannot
-// be reached or asks to be asked later, until ctx ends. The read is the
-// agent's first call to its apiserver, so it meets what a node that just
-// started has not set up yet: in a pod, until kube-proxy has written its
-// rules, the in-cluster Service address refuses connections (or, without
-// the node image's guard, is answered by something else). Giving up at
-// once sent the agent into the kubelet's CrashLoopBackOff, whose delays
-// double up to 5 minutes. Any other error (refused credentials, a Secret
-// that does not parse) is returned at once.
+// be reached (startup.Retry): the read is the agent's first call to its
+// apiserver, so it meets what a node that just started has not set up
+// yet. Any other error (refused credentials, a Secret that does not
+// parse) is returned at once.
 func loadPlan(ctx context.Context, log logr.Logger, c client.Reader, namespace, credentialsSecret, bootstrapSecret string) (join.Plan, error) {
-	delay := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		plan, err := join.Load(ctx, c, namespace, credentialsSecret, bootstrapSecret, time.Now())
-		if err == nil || !apiserverUnreachable(err) {
-			return plan, err
-		}
-		log.Info("the member apiserver cannot be reached yet; trying again", "attempt", attempt, "in", delay.String(), "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return plan, fmt.Errorf("%w (tried %d times)", err, attempt)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 2*time.Second)
-	}
-}
-
-// apiserverUnreachable is true for errors that say the apiserver could
-// not be reached or could not answer now: refused, reset, cut or timed-out
-// connections, a server whose certificate does not verify (not the
-// apiserver: what answers an in-cluster address kube-proxy does not
-// translate yet), and 429, 500, 503 and 504 answers. A real certificate
-// problem still ends the agent, once ctx does.
-func apiserverUnreachable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
-	}
-	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) {
-		return true
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) && utilnet.IsProbableEOF(ue.Err) {
-		return true
-	}
-	var cv *tls.CertificateVerificationError
-	if errors.As(err, &cv) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return true
-	}
-	return apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+	var plan join.Plan
+	err := startup.Retry(ctx, log, "reading the agent's Secrets", func(ctx context.Context) error {
+		var err error
+		plan, err = join.Load(ctx, c, namespace, credentialsSecret, bootstrapSecret, time.Now())
+		return err
+	})
+	return plan, err
 }
 
 // resolveIdentity decides (join.Decide) where the agent's identity comes

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,6 +21,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/startup"
 	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
 	"github.com/flotilla-dev/flotilla/pkg/hubca"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
@@ -140,6 +142,22 @@ func loadPKI(ctx context.Context, opts Options, scheme *runtime.Scheme) (*hubPKI
 	return selfManagedPKI(ctx, opts, scheme)
 }
 
+// ensureCA is hubca.Ensure, the hub's first call to its apiserver, tried
+// again for up to startup.Timeout while the apiserver cannot be reached
+// (a hub pod on a node that just started; internal/startup). Ensure may
+// be tried again: a Secret its lost create made is read the next time.
+func ensureCA(ctx context.Context, log logr.Logger, c client.Client, namespace string) (*pki.KeyPair, error) {
+	ctx, cancel := context.WithTimeout(ctx, startup.Timeout)
+	defer cancel()
+	var ca *pki.KeyPair
+	err := startup.Retry(ctx, log, "reading the hub CA", func(ctx context.Context) error {
+		var err error
+		ca, err = hubca.Ensure(ctx, c, c, namespace)
+		return err
+	})
+	return ca, err
+}
+
 // selfManagedPKI reads the hub CA from its Secret (creating it the first
 // time) and starts a Rotator on it.
 func selfManagedPKI(ctx context.Context, opts Options, scheme *runtime.Scheme) (*hubPKI, error) {
@@ -150,7 +168,7 @@ func selfManagedPKI(ctx context.Context, opts Options, scheme *runtime.Scheme) (
 		return nil, err
 	}
 	ns := hubNamespace(opts)
-	ca, err := hubca.Ensure(ctx, c, c, ns)
+	ca, err := ensureCA(ctx, opts.Logger, c, ns)
 	if err != nil {
 		return nil, fmt.Errorf("the hub CA (self-managed, as --cert-dir is empty): %w", err)
 	}
