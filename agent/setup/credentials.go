@@ -44,23 +44,15 @@ type agentIdentity struct {
 	source *join.Source
 }
 
-// identityReadTimeout bounds reading the Secrets at start, retries
-// included.
-const identityReadTimeout = startup.Timeout
-
 // loadPlan is join.Load, tried again while the member's apiserver cannot
 // be reached (startup.Retry): the read is the agent's first call to its
 // apiserver, so it meets what a node that just started has not set up
 // yet. Any other error (refused credentials, a Secret that does not
 // parse) is returned at once.
 func loadPlan(ctx context.Context, log logr.Logger, c client.Reader, namespace, credentialsSecret, bootstrapSecret string) (join.Plan, error) {
-	var plan join.Plan
-	err := startup.Retry(ctx, log, "reading the agent's Secrets", func(ctx context.Context) error {
-		var err error
-		plan, err = join.Load(ctx, c, namespace, credentialsSecret, bootstrapSecret, time.Now())
-		return err
+	return startup.Retry(ctx, log, "reading the agent's Secrets", func(ctx context.Context) (join.Plan, error) {
+		return join.Load(ctx, c, namespace, credentialsSecret, bootstrapSecret, time.Now())
 	})
-	return plan, err
 }
 
 // resolveIdentity decides (join.Decide) where the agent's identity comes
@@ -71,7 +63,7 @@ func resolveIdentity(opts Options, scheme *runtime.Scheme) (agentIdentity, error
 	if err != nil {
 		return agentIdentity{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), identityReadTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), startup.Timeout)
 	defer cancel()
 	plan, err := loadPlan(ctx, opts.Logger, c, agentNamespace(opts), opts.CredentialsSecret, opts.BootstrapSecret)
 	if err != nil {

@@ -2,7 +2,6 @@ package setup
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent/join"
+	"github.com/flotilla-dev/flotilla/internal/startup"
 	"github.com/flotilla-dev/flotilla/internal/testutil"
 )
 
@@ -24,10 +24,6 @@ import (
 // an address that never answers ends with ctx, naming the last error.
 func TestIdentityReadWaitsForTheAPIServer(t *testing.T) {
 	cfg := startEnv(t)
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
 	scheme, err := Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -36,14 +32,14 @@ func TestIdentityReadWaitsForTheAPIServer(t *testing.T) {
 	log := testr.New(t)
 
 	t.Run("refused connections are tried again", func(t *testing.T) {
-		p := testutil.NewLateAddr(t, u.Host)
+		p := testutil.NewLateAddr(t, cfg)
 		var requests atomic.Int32
-		c, err := client.New(p.Config(t, cfg, &requests), client.Options{Scheme: scheme})
+		c, err := client.New(p.Config(&requests), client.Options{Scheme: scheme})
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.AfterFunc(time.Second, p.Open)
-		ctx, cancel := context.WithTimeout(context.Background(), identityReadTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), startup.Timeout)
 		defer cancel()
 		plan, err := loadPlan(ctx, log, c, ns, "", "")
 		if err != nil {
@@ -62,17 +58,17 @@ func TestIdentityReadWaitsForTheAPIServer(t *testing.T) {
 	})
 
 	t.Run("an answer is not tried again", func(t *testing.T) {
-		p := testutil.NewLateAddr(t, u.Host)
+		p := testutil.NewLateAddr(t, cfg)
 		p.Open()
 		var requests atomic.Int32
-		bad := p.Config(t, cfg, &requests)
+		bad := p.Config(&requests)
 		bad.CertData, bad.KeyData, bad.CertFile, bad.KeyFile = nil, nil, "", ""
 		bad.BearerToken = "not-a-token-this-apiserver-knows"
 		c, err := client.New(bad, client.Options{Scheme: scheme})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), identityReadTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), startup.Timeout)
 		defer cancel()
 		_, err = loadPlan(ctx, log, c, ns, "", "")
 		if !apierrors.IsUnauthorized(err) || strings.Contains(err.Error(), "tried") {
@@ -84,9 +80,9 @@ func TestIdentityReadWaitsForTheAPIServer(t *testing.T) {
 	})
 
 	t.Run("an address that never answers ends with ctx", func(t *testing.T) {
-		p := testutil.NewLateAddr(t, u.Host)
+		p := testutil.NewLateAddr(t, cfg)
 		var requests atomic.Int32
-		c, err := client.New(p.Config(t, cfg, &requests), client.Options{Scheme: scheme})
+		c, err := client.New(p.Config(&requests), client.Options{Scheme: scheme})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -149,13 +149,9 @@ func loadPKI(ctx context.Context, opts Options, scheme *runtime.Scheme) (*hubPKI
 func ensureCA(ctx context.Context, log logr.Logger, c client.Client, namespace string) (*pki.KeyPair, error) {
 	ctx, cancel := context.WithTimeout(ctx, startup.Timeout)
 	defer cancel()
-	var ca *pki.KeyPair
-	err := startup.Retry(ctx, log, "reading the hub CA", func(ctx context.Context) error {
-		var err error
-		ca, err = hubca.Ensure(ctx, c, c, namespace)
-		return err
+	return startup.Retry(ctx, log, "reading the hub CA", func(ctx context.Context) (*pki.KeyPair, error) {
+		return hubca.Ensure(ctx, c, c, namespace)
 	})
-	return ca, err
 }
 
 // selfManagedPKI reads the hub CA from its Secret (creating it the first

@@ -2,7 +2,6 @@ package setup
 
 import (
 	"context"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,10 +21,6 @@ import (
 // through: it makes the CA once, and a second start reads the same one.
 func TestHubCAWaitsForTheAPIServer(t *testing.T) {
 	cfg := sharedEnv.Config(t)
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
 	scheme, err := Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -42,9 +37,9 @@ func TestHubCAWaitsForTheAPIServer(t *testing.T) {
 	t.Cleanup(func() { _ = direct.Delete(context.Background(), ns) })
 
 	ensureThrough := func(t *testing.T) (string, int32) {
-		p := testutil.NewLateAddr(t, u.Host)
+		p := testutil.NewLateAddr(t, cfg)
 		var requests atomic.Int32
-		c, err := client.New(p.Config(t, cfg, &requests), client.Options{Scheme: scheme})
+		c, err := client.New(p.Config(&requests), client.Options{Scheme: scheme})
 		if err != nil {
 			t.Fatal(err)
 		}

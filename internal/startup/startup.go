@@ -29,21 +29,21 @@ import (
 // Timeout bounds a first call at start, its retries included.
 const Timeout = 30 * time.Second
 
-// Retry calls fn until it returns nil or an error Unreachable does not
+// Retry calls fn until it returns no error or one Unreachable does not
 // match, waiting 100 ms doubling to 2 s between calls, and until ctx ends;
-// then it returns fn's last error, with the number of calls when ctx ended
-// the retries. what names the call in the log.
-func Retry(ctx context.Context, log logr.Logger, what string, fn func(context.Context) error) error {
+// then it returns fn's last result, its error with the number of calls
+// when ctx ended the retries. what names the call in the log.
+func Retry[T any](ctx context.Context, log logr.Logger, what string, fn func(context.Context) (T, error)) (T, error) {
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
+		v, err := fn(ctx)
 		if err == nil || !Unreachable(err) {
-			return err
+			return v, err
 		}
 		log.Info("the apiserver cannot be reached yet; trying again", "call", what, "attempt", attempt, "in", delay.String(), "error", err.Error())
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (tried %d times)", err, attempt)
+			return v, fmt.Errorf("%w (tried %d times)", err, attempt)
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 2*time.Second)

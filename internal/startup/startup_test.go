@@ -67,12 +67,12 @@ func TestRetry(t *testing.T) {
 
 	t.Run("until it succeeds", func(t *testing.T) {
 		calls := 0
-		err := Retry(context.Background(), log, "a call", func(context.Context) error {
+		_, err := Retry(context.Background(), log, "a call", func(context.Context) (struct{}, error) {
 			calls++
 			if calls < 3 {
-				return refused
+				return struct{}{}, refused
 			}
-			return nil
+			return struct{}{}, nil
 		})
 		if err != nil || calls != 3 {
 			t.Errorf("Retry = %v after %d calls, want nil after 3", err, calls)
@@ -81,9 +81,9 @@ func TestRetry(t *testing.T) {
 	t.Run("an answer at once", func(t *testing.T) {
 		calls := 0
 		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "x", errors.New("no"))
-		err := Retry(context.Background(), log, "a call", func(context.Context) error {
+		_, err := Retry(context.Background(), log, "a call", func(context.Context) (struct{}, error) {
 			calls++
-			return forbidden
+			return struct{}{}, forbidden
 		})
 		if !apierrors.IsForbidden(err) || calls != 1 {
 			t.Errorf("Retry = %v after %d calls, want the 403 after 1", err, calls)
@@ -93,9 +93,9 @@ func TestRetry(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		calls := 0
-		err := Retry(ctx, log, "a call", func(context.Context) error {
+		_, err := Retry(ctx, log, "a call", func(context.Context) (struct{}, error) {
 			calls++
-			return refused
+			return struct{}{}, refused
 		})
 		if !errors.Is(err, syscall.ECONNREFUSED) || !strings.Contains(err.Error(), fmt.Sprintf("tried %d times", calls)) || calls < 2 {
 			t.Errorf("Retry = %v after %d calls, want the refusal, the count and more than one call", err, calls)

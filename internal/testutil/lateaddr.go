@@ -18,21 +18,26 @@ import (
 type LateAddr struct {
 	// Addr is host:port.
 	Addr     string
+	cfg      *rest.Config
 	target   string
 	open     chan struct{}
 	once     sync.Once
 	accepted atomic.Int32
 }
 
-// NewLateAddr reserves a free loopback port for target (host:port); the
-// test's cleanup stops it and every connection it forwards.
-func NewLateAddr(t testing.TB, target string) *LateAddr {
+// NewLateAddr reserves a free loopback port for the apiserver cfg
+// reaches; the test's cleanup stops it and every connection it forwards.
+func NewLateAddr(t testing.TB, cfg *rest.Config) *LateAddr {
 	t.Helper()
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &LateAddr{Addr: ln.Addr().String(), target: target, open: make(chan struct{})}
+	a := &LateAddr{Addr: ln.Addr().String(), cfg: cfg, target: u.Host, open: make(chan struct{})}
 	// Closed again: connections to it are refused until Open.
 	_ = ln.Close()
 	var wg sync.WaitGroup
@@ -89,18 +94,13 @@ func (a *LateAddr) Open() { a.once.Do(func() { close(a.open) }) }
 // Accepted is how many connections it accepted since Open.
 func (a *LateAddr) Accepted() int { return int(a.accepted.Load()) }
 
-// Config is cfg (an apiserver's at the target) dialling a instead,
-// verifying the apiserver's certificate for the target's host, and
-// counting in requests every request it sends.
-func (a *LateAddr) Config(t testing.TB, cfg *rest.Config, requests *atomic.Int32) *rest.Config {
-	t.Helper()
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := rest.CopyConfig(cfg)
+// Config is the apiserver's config dialling a instead, verifying the
+// apiserver's certificate for its own host, and counting in requests
+// every request it sends.
+func (a *LateAddr) Config(requests *atomic.Int32) *rest.Config {
+	c := rest.CopyConfig(a.cfg)
 	c.Host = "https://" + a.Addr
-	c.TLSClientConfig.ServerName = u.Hostname()
+	c.TLSClientConfig.ServerName, _, _ = net.SplitHostPort(a.target)
 	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			requests.Add(1)
