@@ -39,6 +39,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
 	"github.com/flotilla-dev/flotilla/pkg/health"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
@@ -306,7 +307,7 @@ func New(opts Options) (*Agent, error) {
 		// this replica still leads: a paused old leader deletes nothing.
 		applyOpts.Fence = leader.Fence(mgr.GetAPIReader(), leaseKey, leaderID, time.Now)
 	}
-	applier := apply.New(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}, mgr.GetClient(), applyOpts)
+	applier := apply.New(crclient.Reader(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}), crclient.Client(mgr.GetClient()), applyOpts)
 	store := works.NewStore(applier)
 	am := newAgentMetrics()
 	store.SetApplyObserver(am.observeApply)

@@ -36,7 +36,7 @@ import (
 	hubwebhook "github.com/flotilla-dev/flotilla/hub/internal/webhook"
 	"github.com/flotilla-dev/flotilla/hub/render"
 	"github.com/flotilla-dev/flotilla/internal/promreg"
-	"github.com/flotilla-dev/flotilla/internal/truncate"
+	"github.com/flotilla-dev/flotilla/internal/truncate/recorder"
 	"github.com/flotilla-dev/flotilla/pkg/idlemem"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
@@ -425,7 +425,7 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 	}
 	apps := &myapp.Reconciler{
 		Client:                  mgr.GetClient(),
-		Recorder:                truncate.Events(mgr.GetEventRecorder("flotilla-hub")),
+		Recorder:                recorder.Truncating(mgr.GetEventRecorder("flotilla-hub")),
 		WorkCleanupTimeout:      opts.WorkCleanupTimeout,
 		MaxWorkBytes:            opts.MaxWorkBytes,
 		APIReader:               mgr.GetAPIReader(),
@@ -444,7 +444,7 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 	mcReconciler := &membercluster.Reconciler{
 		Client:                 mgr.GetClient(),
 		Tracker:                tracker,
-		Recorder:               truncate.Events(mgr.GetEventRecorder("flotilla-hub")),
+		Recorder:               recorder.Truncating(mgr.GetEventRecorder("flotilla-hub")),
 		Grace:                  opts.HeartbeatGrace,
 		HeartbeatWriteInterval: opts.HeartbeatWriteInterval,
 		Evictions:              opts.Evictions,

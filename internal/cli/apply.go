@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/internal/ssa"
+	"github.com/flotilla-dev/flotilla/internal/ssa/ssacr"
 )
 
 // applyObjects server-side applies objs in order with the CLI's field
@@ -15,7 +16,7 @@ import (
 // truth, as with `kubectl apply --server-side --force-conflicts`).
 func applyObjects(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
 	for _, o := range objs {
-		ac, err := ssa.ApplyConfiguration(o, ssa.ServerSetMetadata...)
+		ac, err := ssacr.ApplyConfiguration(o, ssa.ServerSetMetadata...)
 		if err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/deploy"
-	"github.com/flotilla-dev/flotilla/internal/ssa"
+	"github.com/flotilla-dev/flotilla/internal/ssa/ssacr"
 	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
 	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
 )
@@ -291,7 +291,7 @@ func InstallAgent(ctx context.Context, member client.Client, opts JoinOptions) e
 		return err
 	}
 	secret := BootstrapSecret(opts)
-	ac, err := ssa.ApplyConfiguration(secret)
+	ac, err := ssacr.ApplyConfiguration(secret)
 	if err != nil {
 		return err
 	}

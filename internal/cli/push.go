@@ -28,6 +28,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/deploy"
 	"github.com/flotilla-dev/flotilla/internal/ssa"
+	"github.com/flotilla-dev/flotilla/internal/ssa/ssacr"
 	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
 )
 
@@ -639,7 +640,7 @@ func writePushHub(ctx context.Context, hub client.Client, opts PushJoinOptions, 
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{flotillav1.DefaultKubeconfigKey: kubeconfig},
 	}
-	ac, err := ssa.ApplyConfiguration(secret)
+	ac, err := ssacr.ApplyConfiguration(secret)
 	if err != nil {
 		return err
 	}
@@ -656,7 +657,7 @@ func writePushHub(ctx context.Context, hub client.Client, opts PushJoinOptions, 
 				Name: secret.Name, Key: flotillav1.DefaultKubeconfigKey}},
 		},
 	}
-	if ac, err = ssa.ApplyConfiguration(mc); err != nil {
+	if ac, err = ssacr.ApplyConfiguration(mc); err != nil {
 		return err
 	}
 	if err := hub.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {

@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Path is a field path in an object's unstructured content, e.g.
@@ -57,35 +56,6 @@ func Unstructured(obj runtime.Object, drop ...Path) (*unstructured.Unstructured,
 // claim.
 func StatusUnstructured(obj runtime.Object, drop ...Path) (*unstructured.Unstructured, error) {
 	return body(obj, Spec, drop)
-}
-
-// ApplyConfiguration returns Unstructured(obj, drop...) as the apply
-// configuration that controller-runtime's Client.Apply takes:
-//
-//	ac, err := ssa.ApplyConfiguration(work)
-//	...
-//	err = c.Apply(ctx, ac, client.FieldOwner(flotillav1.FieldOwnerHub), client.ForceOwnership)
-//
-// Apply decodes the server's answer into the body, which the caller does
-// not see; a caller that needs the answer uses Unstructured and
-// client.ApplyConfigurationFromUnstructured itself.
-func ApplyConfiguration(obj runtime.Object, drop ...Path) (runtime.ApplyConfiguration, error) {
-	u, err := Unstructured(obj, drop...)
-	if err != nil {
-		return nil, err
-	}
-	return client.ApplyConfigurationFromUnstructured(u), nil
-}
-
-// StatusApplyConfiguration returns StatusUnstructured(obj, drop...) as the
-// apply configuration that controller-runtime's
-// Client.SubResource("status").Apply takes.
-func StatusApplyConfiguration(obj runtime.Object, drop ...Path) (runtime.ApplyConfiguration, error) {
-	u, err := StatusUnstructured(obj, drop...)
-	if err != nil {
-		return nil, err
-	}
-	return client.ApplyConfigurationFromUnstructured(u), nil
 }
 
 // body converts obj and removes part, the creationTimestamps and drop.

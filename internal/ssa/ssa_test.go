@@ -142,37 +142,9 @@ func TestStatusUnstructured(t *testing.T) {
 	}
 }
 
-func TestApplyConfiguration(t *testing.T) {
-	ac, err := ApplyConfiguration(deployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The apply configuration encodes as its body: that is what
-	// Client.Apply sends.
-	if got := toJSON(t, ac); got != deploymentBody {
-		t.Errorf("ApplyConfiguration encodes as\n%s\nwant\n%s", got, deploymentBody)
-	}
-
-	ac, err = StatusApplyConfiguration(deployment())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"apiVersion":"apps/v1","kind":"Deployment",` +
-		`"metadata":{"labels":{"app":"web"},"name":"web","namespace":"shop"},"status":{"readyReplicas":1,"replicas":2}}`
-	if got := toJSON(t, ac); got != want {
-		t.Errorf("StatusApplyConfiguration encodes as\n%s\nwant\n%s", got, want)
-	}
-}
-
 func TestUnstructuredReportsWhatCannotConvert(t *testing.T) {
 	var nilDeployment *appsv1.Deployment
 	if _, err := Unstructured(nilDeployment); err == nil {
 		t.Error("Unstructured of a nil object: no error")
-	}
-	if _, err := ApplyConfiguration(nilDeployment); err == nil {
-		t.Error("ApplyConfiguration of a nil object: no error")
-	}
-	if _, err := StatusApplyConfiguration(nilDeployment); err == nil {
-		t.Error("StatusApplyConfiguration of a nil object: no error")
 	}
 }

@@ -31,3 +31,9 @@ func String(s string, max int) string {
 	}
 	return s[:n] + marker
 }
+
+// EventNote is the longest note (message) an Event may carry: the
+// apiserver refuses a longer one, and the whole event is lost ("can have
+// at most 1024 characters"). A placement over a thousand clusters, which
+// names each, is longer.
+const EventNote = 1024

@@ -13,13 +13,14 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // recordObjectsKey is the ConfigMap data key holding a record's objects as
@@ -271,8 +272,7 @@ func (a *Applier) loadLocked(ctx context.Context) error {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion("v1")
 		list.SetKind("ConfigMapList")
-		if err := a.writer.List(ctx, list, client.InNamespace(a.recordNamespace),
-			client.MatchingLabels{v1alpha1.LabelAppliedSet: a.owner}); err != nil {
+		if err := a.writer.List(ctx, list, kclient.MatchingLabels(a.recordNamespace, map[string]string{v1alpha1.LabelAppliedSet: a.owner})); err != nil {
 			return fmt.Errorf("listing the applied-set records in namespace %s: %w", a.recordNamespace, err)
 		}
 		for i := range list.Items {
@@ -418,9 +418,9 @@ func (a *Applier) writeRecordMarked(ctx context.Context, work string, objects []
 			return fmt.Errorf("encoding the applied-set record of Work %s: %w", work, err)
 		}
 		if r.resourceVersion == "" {
-			err = a.writer.Create(ctx, cm, client.FieldOwner(a.owner))
+			err = a.writer.Create(ctx, cm, a.owner)
 		} else {
-			err = a.writer.Update(ctx, cm, client.FieldOwner(a.owner))
+			err = a.writer.Update(ctx, cm, a.owner)
 		}
 		if err == nil {
 			r.resourceVersion = cm.GetResourceVersion()
@@ -466,7 +466,7 @@ func (a *Applier) readRecord(ctx context.Context, work string) (*record, error) 
 	cm.SetAPIVersion("v1")
 	cm.SetKind("ConfigMap")
 	name := RecordName(a.owner, work)
-	if err := a.writer.Get(ctx, client.ObjectKey{Namespace: a.recordNamespace, Name: name}, cm); err != nil {
+	if err := a.writer.Get(ctx, kclient.Key{Namespace: a.recordNamespace, Name: name}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -493,7 +493,7 @@ func (a *Applier) deleteRecord(ctx context.Context, r *record) error {
 	if err != nil {
 		return err
 	}
-	err = a.writer.Delete(ctx, cm, client.Preconditions{ResourceVersion: &r.resourceVersion})
+	err = a.writer.Delete(ctx, cm, kclient.DeleteOptions{Preconditions: metav1.Preconditions{ResourceVersion: &r.resourceVersion}})
 	switch {
 	case err == nil || apierrors.IsNotFound(err):
 		a.set.put(&record{work: r.work})

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 func TestRecordName(t *testing.T) {
@@ -223,7 +225,7 @@ func TestLabelledObjectOutsideTheSetIsNeverDeleted(t *testing.T) {
 	}
 	empty := uniqueNamespace()
 	f.createNamespace(empty)
-	fresh := New(nil, f.c, Options{RecordNamespace: empty})
+	fresh := New(nil, crclient.Client(f.c), Options{RecordNamespace: empty})
 	fresh.SetIdentity(testFleet, testCluster)
 	if deleted, err := fresh.Prune(f.ctx, sets.New[string](), true); err != nil || len(deleted) != 0 {
 		t.Errorf("an Applier with no records pruned %+v (error %v), want nothing", deleted, err)
@@ -447,7 +449,7 @@ func TestFenceErrorDeletesNothing(t *testing.T) {
 // never set applies (without identity labels) but refuses every deletion.
 func TestNoIdentityRefusesToDelete(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, f.c, Options{RecordNamespace: f.ns})
+	a := New(nil, crclient.Client(f.c), Options{RecordNamespace: f.ns})
 	work := f.work("web")
 	f.apply(a, newWork(t, work, 1, deployment(f.ns, "web", "web:1", 1)))
 	if _, ok := f.getDeployment(f.ns, "web").Labels[v1alpha1.LabelFleet]; ok {
@@ -519,15 +521,15 @@ func TestNeedsApplyAfterIdentityChange(t *testing.T) {
 	work := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: "shop.web", UID: "w1", Generation: 1}}
 	obj := &appsv1.Deployment{ObjectMeta: ownedMeta("d1", 3, "10")}
 	a.tracker.record(work, []Result{{Reason: v1alpha1.ReasonApplied, Object: toUnstructured(t, obj)}})
-	if a.NeedsApply(work, []client.Object{obj}) {
+	if a.NeedsApply(work, []kclient.Object{obj}) {
 		t.Fatalf("NeedsApply = true for an unchanged object and no identity")
 	}
 	a.SetIdentity(testFleet, testCluster)
-	if !a.NeedsApply(work, []client.Object{obj}) {
+	if !a.NeedsApply(work, []kclient.Object{obj}) {
 		t.Errorf("NeedsApply = false for an object without the fleet label the Applier now has")
 	}
 	obj.Labels[v1alpha1.LabelFleet] = testFleet
-	if a.NeedsApply(work, []client.Object{obj}) {
+	if a.NeedsApply(work, []kclient.Object{obj}) {
 		t.Errorf("NeedsApply = true for an object with the Applier's fleet label")
 	}
 }
@@ -599,7 +601,7 @@ func TestConcurrentAppliesAndDeletesKeepTheRecords(t *testing.T) {
 // again to delete.
 func TestNothingIsAppliedBeforeItIsRecorded(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, f.c, Options{RecordNamespace: uniqueNamespace()})
+	a := New(nil, crclient.Client(f.c), Options{RecordNamespace: uniqueNamespace()})
 	a.SetIdentity(testFleet, testCluster)
 	results, err := a.Apply(f.ctx, newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 1)))
 	if err == nil || !strings.Contains(err.Error(), "recording the object in the applied set before applying it") {

@@ -13,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/internal/ssa"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // DefaultFieldOwner is the server-side apply field manager used when
@@ -99,8 +99,8 @@ type Options struct {
 // for concurrent use; Applies, Deletes and prunes of one Work run one at a
 // time.
 type Applier struct {
-	reader client.Reader
-	writer client.Client
+	reader kclient.Reader
+	writer kclient.Client
 	mapper meta.RESTMapper
 	// confirmNotFound is set when reader is not the writer: a NotFound from
 	// a cache is then checked live before anything is created.
@@ -136,7 +136,7 @@ type Applier struct {
 // writer, whose RESTMapper maps kinds to resources. A nil reader means the
 // writer reads too; a non-nil one costs a live read through the writer
 // whenever it says an object does not exist (see getLive).
-func New(reader client.Reader, writer client.Client, opts Options) *Applier {
+func New(reader kclient.Reader, writer kclient.Client, opts Options) *Applier {
 	a := &Applier{
 		reader:          reader,
 		writer:          writer,
@@ -407,7 +407,7 @@ func (a *Applier) readLive(ctx context.Context, desired []*unstructured.Unstruct
 		}
 		wg.Go(func() {
 			_, gvk := identifier(obj)
-			out[i].obj, out[i].err = a.getLive(ctx, gvk, client.ObjectKeyFromObject(obj))
+			out[i].obj, out[i].err = a.getLive(ctx, gvk, kclient.KeyOf(obj))
 		})
 	}
 	return func() []liveObject {
@@ -630,7 +630,7 @@ func decode(m *v1alpha1.Manifest) (*unstructured.Unstructured, error) {
 // NotFound from a reader that is not the writer (a cache, perhaps one that
 // holds only labelled objects) is confirmed through the writer, so that an
 // unowned object the cache cannot see is not taken over.
-func (a *Applier) getLive(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (*unstructured.Unstructured, error) {
+func (a *Applier) getLive(ctx context.Context, gvk schema.GroupVersionKind, key kclient.Key) (*unstructured.Unstructured, error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)
 	err := a.reader.Get(ctx, key, obj)
@@ -660,7 +660,7 @@ func (a *Applier) getLive(ctx context.Context, gvk schema.GroupVersionKind, key 
 // CreateNamespace is on, it creates the namespace and applies once more.
 func (a *Applier) serverSideApply(ctx context.Context, work *v1alpha1.Work, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	out := obj.DeepCopy()
-	err := a.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(a.owner), client.ForceOwnership)
+	err := a.writer.ForceApply(ctx, out, a.owner)
 	if err == nil {
 		return slim(out), nil
 	}
@@ -675,7 +675,7 @@ func (a *Applier) serverSideApply(ctx context.Context, work *v1alpha1.Work, obj 
 		return nil, err
 	}
 	out = obj.DeepCopy()
-	if err := a.writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(a.owner), client.ForceOwnership); err != nil {
+	if err := a.writer.ForceApply(ctx, out, a.owner); err != nil {
 		return nil, fmt.Errorf("server-side applying after creating namespace %s: %w", ns, err)
 	}
 	return slim(out), nil
@@ -705,7 +705,7 @@ func (a *Applier) ensureNamespace(ctx context.Context, work *v1alpha1.Work, name
 	ns.SetKind("Namespace")
 	ns.SetName(name)
 	ns.SetLabels(labels)
-	err = a.writer.Create(ctx, ns, client.FieldOwner(a.owner))
+	err = a.writer.Create(ctx, ns, a.owner)
 	switch {
 	case err == nil:
 		log.FromContext(ctx).Info("created namespace", "namespace", name, "podSecurity", labels[LabelPodSecurityEnforce])

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 // BenchmarkApplyNewWork applies, on the package's envtest apiserver, a new
@@ -43,7 +44,7 @@ func BenchmarkApplyNewWork(b *testing.B) {
 		b.Fatal(err)
 	}
 	go func() { _ = labelled.Start(ctx) }()
-	a := New(labelled, c, Options{RecordNamespace: ns, Kinds: WorkKinds})
+	a := New(crclient.Reader(labelled), crclient.Client(c), Options{RecordNamespace: ns, Kinds: WorkKinds})
 	a.SetIdentity(testFleet, testCluster)
 	work := func(i int) *v1alpha1.Work {
 		name := fmt.Sprintf("bench-%d", i)

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 // apply applies work and fails the test on any error.
@@ -34,13 +36,13 @@ func (f *fixture) apply(a *Applier, work *v1alpha1.Work) []Result {
 
 // liveOf lists, through the direct client, the Deployments labelled for
 // work: what a caller's label-selected cache would hold.
-func (f *fixture) liveOf(work *v1alpha1.Work) []client.Object {
+func (f *fixture) liveOf(work *v1alpha1.Work) []kclient.Object {
 	f.t.Helper()
 	var list appsv1.DeploymentList
 	if err := f.c.List(f.ctx, &list, client.MatchingLabels{v1alpha1.LabelWork: v1alpha1.WorkLabelValue(work.Name)}); err != nil {
 		f.t.Fatalf("listing the Deployments of Work %s: %v", work.Name, err)
 	}
-	out := make([]client.Object, 0, len(list.Items))
+	out := make([]kclient.Object, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, &list.Items[i])
 	}
@@ -84,7 +86,7 @@ func TestApplyCreatesOwnedDeployment(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := f.with(t)
-			a := New(nil, f.c, Options{FieldOwner: tc.owner})
+			a := New(nil, crclient.Client(f.c), Options{FieldOwner: tc.owner})
 			deployName := "web-" + tc.wantOwner
 			work := newWork(t, tc.workName, 1, deployment(f.ns, deployName, "web:1", 2))
 			results := f.apply(a, work)
@@ -134,7 +136,7 @@ func TestApplyCreatesOwnedDeployment(t *testing.T) {
 // generation, and NeedsApply says no apply is needed.
 func TestReapplyUnchangedWorkChangesNothing(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, f.c, Options{})
+	a := New(nil, crclient.Client(f.c), Options{})
 	work := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 2))
 	f.apply(a, work)
 	before := f.getDeployment(f.ns, "web")
@@ -155,7 +157,7 @@ func TestReapplyUnchangedWorkChangesNothing(t *testing.T) {
 // manifest is removed from the object, as server-side apply promises.
 func TestChangedWorkUpdatesInPlace(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, f.c, Options{})
+	a := New(nil, crclient.Client(f.c), Options{})
 	v1 := deployment(f.ns, "web", "web:1", 2)
 	v1.Annotations = map[string]string{"team": "checkout"}
 	work := newWork(t, f.work("web"), 1, v1)
@@ -219,7 +221,7 @@ func TestUnownedDeploymentIsLeftAlone(t *testing.T) {
 			f := f.with(t)
 			name := tc.deployment
 			existing := f.createUnowned(deployment(f.ns, name, "theirs:1", 1))
-			a := New(tc.reader, f.c, Options{})
+			a := New(crclient.Reader(tc.reader), crclient.Client(f.c), Options{})
 			work := newWork(t, f.work("web"), 1, deployment(f.ns, name, "ours:1", 3))
 
 			results, err := a.Apply(f.ctx, work)
@@ -279,7 +281,7 @@ func TestUnownedDeploymentIsLeftAlone(t *testing.T) {
 // it is.
 func TestAnotherWorksObjectIsNotTakenOver(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, f.c, Options{})
+	a := New(nil, crclient.Client(f.c), Options{})
 	f.apply(a, newWork(t, f.work("first"), 1, deployment(f.ns, "web", "first:1", 1)))
 	before := f.getDeployment(f.ns, "web")
 
@@ -380,7 +382,7 @@ func TestNamespaceCreation(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		f := f.with(t)
 		ns := uniqueNamespace()
-		a := New(nil, f.c, Options{})
+		a := New(nil, crclient.Client(f.c), Options{})
 		results, err := a.Apply(f.ctx, newWork(t, f.work("web"), 1, deployment(ns, "web", "web:1", 1)))
 		if err == nil || !strings.Contains(err.Error(), "namespace "+ns+" does not exist and namespace creation is off") {
 			t.Fatalf("Apply error = %v, want one saying the namespace is missing and creation is off", err)
@@ -395,7 +397,7 @@ func TestNamespaceCreation(t *testing.T) {
 	t.Run("on", func(t *testing.T) {
 		f := f.with(t)
 		ns := uniqueNamespace()
-		a := New(nil, f.c, Options{CreateNamespace: true})
+		a := New(nil, crclient.Client(f.c), Options{CreateNamespace: true})
 		f.apply(a, newWork(t, f.work("web"), 1, deployment(ns, "web", "web:1", 1)))
 		f.getDeployment(ns, "web")
 		var created corev1.Namespace
@@ -414,7 +416,7 @@ func TestNamespaceCreation(t *testing.T) {
 // and that the next Apply undoes the hand edit.
 func TestNeedsApplyDetectsDrift(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, f.c, Options{})
+	a := New(nil, crclient.Client(f.c), Options{})
 	work := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 2))
 	f.apply(a, work)
 
@@ -449,7 +451,7 @@ func TestNeedsApplyDetectsDrift(t *testing.T) {
 	if err := f.c.Patch(f.ctx, d, patch); err != nil {
 		t.Fatalf("removing Flotilla's annotation by hand: %v", err)
 	}
-	if !a.NeedsApply(work, []client.Object{d}) {
+	if !a.NeedsApply(work, []kclient.Object{d}) {
 		t.Errorf("NeedsApply = false for an object that lost Flotilla's annotation")
 	}
 	f.apply(a, work)
@@ -470,7 +472,7 @@ func TestNeedsApplyDetectsDrift(t *testing.T) {
 // becomes available makes it Available.
 func TestStatusFromLiveDeployment(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, f.c, Options{})
+	a := New(nil, crclient.Client(f.c), Options{})
 	work := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:nope", 2))
 	results := f.apply(a, work)
 

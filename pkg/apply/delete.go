@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // ErrNoIdentity is returned by Delete and Prune (and by an Apply that
@@ -395,9 +395,10 @@ func (a *Applier) deleteObject(ctx context.Context, work string, o AppliedObject
 			return false, a.release(ctx, live, logger)
 		}
 	}
-	err = a.writer.Delete(ctx, live,
-		client.PropagationPolicy(metav1.DeletePropagationBackground),
-		client.Preconditions{UID: new(live.GetUID())})
+	err = a.writer.Delete(ctx, live, kclient.DeleteOptions{
+		Propagation:   metav1.DeletePropagationBackground,
+		Preconditions: metav1.Preconditions{UID: new(live.GetUID())},
+	})
 	switch {
 	case err == nil:
 		logger.Info("deleted", "uid", live.GetUID())
@@ -419,7 +420,7 @@ func (a *Applier) deleteObject(ctx context.Context, work string, o AppliedObject
 func (a *Applier) recordedLive(ctx context.Context, work string, o AppliedObject, verb string) (*unstructured.Unstructured, logr.Logger, error) {
 	logger := log.FromContext(ctx).WithValues("work", work, "object", describe(o.ResourceIdentifier))
 	gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
-	live, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: o.Namespace, Name: o.Name})
+	live, err := a.getLive(ctx, gvk, kclient.Key{Namespace: o.Namespace, Name: o.Name})
 	switch {
 	case meta.IsNoMatchError(err):
 		// The cluster no longer serves the kind, so the object is gone.

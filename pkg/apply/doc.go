@@ -150,15 +150,19 @@
 //
 // # Reads and writes
 //
-// An Applier reads through a client.Reader and writes through a
-// client.Client, so a caller can read from a cache that holds only
-// Flotilla's labelled objects (records, though, are always read and
-// written through the client, as unstructured ConfigMaps). Such a cache cannot see an unowned object, so
-// when the reader says an object does not exist Apply asks the writer again
-// before creating it: one extra live read per create, none per update. All
-// reads and writes use unstructured objects, so no scheme registration is
-// needed for the kinds applied, and a controller-runtime manager client
-// (which by default does not cache unstructured objects) reads live.
+// An Applier reads through a kclient.Reader and writes through a
+// kclient.Client (pkg/kclient: a narrow client, so that this package links
+// neither controller-runtime's client nor client-go's scheme of every API
+// group; pkg/kclient/crclient adapts a controller-runtime client or cache to
+// it). So a caller can read from a cache that holds only Flotilla's
+// labelled objects (records, though, are always read and written through
+// the client, as unstructured ConfigMaps). Such a cache cannot see an
+// unowned object, so when the reader says an object does not exist Apply
+// asks the writer again before creating it: one extra live read per
+// create, none per update. All reads and writes use unstructured objects,
+// so no scheme registration is needed for the kinds applied, and a
+// controller-runtime manager client (which by default does not cache
+// unstructured objects) reads live.
 //
 // # Drift
 //

@@ -7,9 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // tracker remembers what the last successful Apply of each Work left in the
@@ -36,7 +36,7 @@ type objectVersion struct {
 	resourceVersion string
 }
 
-func versionOf(obj client.Object) objectVersion {
+func versionOf(obj kclient.Object) objectVersion {
 	if g := obj.GetGeneration(); g != 0 {
 		return objectVersion{generation: g}
 	}
@@ -110,7 +110,7 @@ func (t *tracker) retain(keep sets.Set[string]) {
 // out does not look like drift. Changes that leave the generation alone (a
 // label edited by hand on an object that keeps Flotilla's own) are not
 // seen; the next Apply for another reason restores them.
-func (a *Applier) NeedsApply(work *v1alpha1.Work, live []client.Object) bool {
+func (a *Applier) NeedsApply(work *v1alpha1.Work, live []kclient.Object) bool {
 	a.tracker.mu.Lock()
 	rec, ok := a.tracker.works[work.Name]
 	a.tracker.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // trackedApplier is an Applier that only remembers: enough for NeedsApply.
@@ -56,26 +57,26 @@ func TestNeedsApply(t *testing.T) {
 		name   string
 		record bool
 		work   *v1alpha1.Work
-		live   []client.Object
+		live   []kclient.Object
 		want   bool
 	}{
 		{"nothing recorded: the Work was never applied here", false, work(5, "w1"), nil, true},
 		{"everything as applied, the Deployment's resourceVersion moved by status updates", true, work(5, "w1"),
-			[]client.Object{deploy("d1", 3, func(m *metav1.ObjectMeta) { m.ResourceVersion = "150" }), configMap("c1", "10")}, false},
+			[]kclient.Object{deploy("d1", 3, func(m *metav1.ObjectMeta) { m.ResourceVersion = "150" }), configMap("c1", "10")}, false},
 		{"objects of other Works in live are ignored", true, work(5, "w1"),
-			[]client.Object{deploy("d1", 3), configMap("c1", "10"), deploy("other", 1)}, false},
-		{"a new Work generation", true, work(6, "w1"), []client.Object{deploy("d1", 3), configMap("c1", "10")}, true},
+			[]kclient.Object{deploy("d1", 3), configMap("c1", "10"), deploy("other", 1)}, false},
+		{"a new Work generation", true, work(6, "w1"), []kclient.Object{deploy("d1", 3), configMap("c1", "10")}, true},
 		{"the Work was deleted and created again (same generation, another UID)", true, work(5, "w2"),
-			[]client.Object{deploy("d1", 3), configMap("c1", "10")}, true},
+			[]kclient.Object{deploy("d1", 3), configMap("c1", "10")}, true},
 		{"a hand edit of the Deployment's spec moved its generation", true, work(5, "w1"),
-			[]client.Object{deploy("d1", 4), configMap("c1", "10")}, true},
+			[]kclient.Object{deploy("d1", 4), configMap("c1", "10")}, true},
 		{"any write to a kind without a generation", true, work(5, "w1"),
-			[]client.Object{deploy("d1", 3), configMap("c1", "11")}, true},
-		{"an applied object is missing from live", true, work(5, "w1"), []client.Object{deploy("d1", 3)}, true},
+			[]kclient.Object{deploy("d1", 3), configMap("c1", "11")}, true},
+		{"an applied object is missing from live", true, work(5, "w1"), []kclient.Object{deploy("d1", 3)}, true},
 		{"an applied object was replaced (another UID)", true, work(5, "w1"),
-			[]client.Object{deploy("d1-new", 1), configMap("c1", "10")}, true},
+			[]kclient.Object{deploy("d1-new", 1), configMap("c1", "10")}, true},
 		{"an applied object lost Flotilla's label", true, work(5, "w1"),
-			[]client.Object{deploy("d1", 3, func(m *metav1.ObjectMeta) { m.Labels = nil }), configMap("c1", "10")}, true},
+			[]kclient.Object{deploy("d1", 3, func(m *metav1.ObjectMeta) { m.Labels = nil }), configMap("c1", "10")}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // Forget drops Work workName's applied-set record and deletes nothing
@@ -54,7 +54,7 @@ func (a *Applier) Forget(ctx context.Context, workName string) error {
 		cm.SetKind("ConfigMap")
 		cm.SetNamespace(a.recordNamespace)
 		cm.SetName(RecordName(a.owner, workName))
-		if err := a.writer.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		if err := a.writer.Delete(ctx, cm, kclient.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("forgetting Work %s: deleting its applied-set record (ConfigMap %s/%s): %w", workName, a.recordNamespace, cm.GetName(), err)
 		}
 	}
@@ -77,7 +77,7 @@ func (a *Applier) markKeptForOrphans(ctx context.Context, work string) error {
 			continue
 		}
 		gvk := schema.GroupVersionKind{Group: o.Group, Version: o.Version, Kind: o.Kind}
-		live, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: o.Namespace, Name: o.Name})
+		live, err := a.getLive(ctx, gvk, kclient.Key{Namespace: o.Namespace, Name: o.Name})
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", describe(o.ResourceIdentifier), err)
 		}
@@ -85,7 +85,7 @@ func (a *Applier) markKeptForOrphans(ctx context.Context, work string) error {
 			continue
 		}
 		patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationKeptForOrphans + `":"true"}}}`)
-		if err := a.writer.Patch(ctx, live, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		if err := a.writer.Patch(ctx, live, types.MergePatchType, patch); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("marking %s kept for the orphaned Work: %w", describe(o.ResourceIdentifier), err)
 		}
 		log.FromContext(ctx).Info("a shared dependency of an orphaned Work stays with the Works that still use it, and will be released, not deleted", "work", work, "object", describe(o.ResourceIdentifier))

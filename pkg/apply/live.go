@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // maxPods bounds the pod list ReadLive makes for a Deployment that is not
@@ -45,7 +45,7 @@ func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) 
 		}
 		id := r.Identifier
 		gvk := schema.GroupVersionKind{Group: id.Group, Version: id.Version, Kind: id.Kind}
-		obj, err := a.getLive(ctx, gvk, client.ObjectKey{Namespace: id.Namespace, Name: id.Name})
+		obj, err := a.getLive(ctx, gvk, kclient.Key{Namespace: id.Namespace, Name: id.Name})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reading %s: %w", describe(id), err))
 			continue
@@ -100,8 +100,7 @@ var EndpointSliceKind = schema.GroupVersionKind{Group: "discovery.k8s.io", Versi
 func (a *Applier) serviceEndpoints(ctx context.Context, svc *unstructured.Unstructured) (*v1alpha1.EndpointsStatus, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(EndpointSliceKind.GroupVersion().WithKind("EndpointSliceList"))
-	if err := a.reader.List(ctx, list, client.InNamespace(svc.GetNamespace()),
-		client.MatchingLabels{discoveryv1.LabelServiceName: svc.GetName()}); err != nil {
+	if err := a.reader.List(ctx, list, kclient.MatchingLabels(svc.GetNamespace(), map[string]string{discoveryv1.LabelServiceName: svc.GetName()})); err != nil {
 		return nil, err
 	}
 	byFamily := map[string]*v1alpha1.EndpointsStatus{}
@@ -154,8 +153,7 @@ func (a *Applier) unavailablePods(ctx context.Context, obj *unstructured.Unstruc
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion("v1")
 	list.SetKind("PodList")
-	if err := a.writer.List(ctx, list, client.InNamespace(d.Namespace),
-		client.MatchingLabelsSelector{Selector: selector}, client.Limit(maxPods)); err != nil {
+	if err := a.writer.List(ctx, list, kclient.ListOptions{Namespace: d.Namespace, Labels: selector, Limit: maxPods}); err != nil {
 		return nil, err
 	}
 	pods := make([]corev1.Pod, 0, len(list.Items))

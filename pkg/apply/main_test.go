@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 	"github.com/flotilla-dev/flotilla/test/envtestenv"
 )
 
@@ -77,7 +78,7 @@ const (
 // the hub said hello. Each call is a new Applier: a restarted agent.
 func (f *fixture) recordingApplier(opts Options) *Applier {
 	opts.RecordNamespace = f.ns
-	a := New(nil, f.c, opts)
+	a := New(nil, crclient.Client(f.c), opts)
 	a.SetIdentity(testFleet, testCluster)
 	return a
 }

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
@@ -54,7 +53,7 @@ func (a *Applier) release(ctx context.Context, live *unstructured.Unstructured, 
 	if err != nil {
 		return err
 	}
-	err = a.writer.Patch(ctx, live, client.RawPatch(types.MergePatchType, patch))
+	err = a.writer.Patch(ctx, live, types.MergePatchType, patch)
 	switch {
 	case err == nil:
 		logger.Info("released: it keeps running, no longer managed by Flotilla", "uid", live.GetUID())

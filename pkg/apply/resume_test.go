@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 // TestRecordProvesDrift shows which records restore a drift record after a
@@ -83,7 +85,7 @@ func TestRecordProvesDrift(t *testing.T) {
 }
 
 // fakeWriter is enough of a client for New: the pure tests never call it.
-type fakeWriter struct{ client.Client }
+type fakeWriter struct{ kclient.Client }
 
 func (fakeWriter) RESTMapper() meta.RESTMapper { return nil }
 
@@ -121,7 +123,7 @@ func (f *fixture) restartedApplier(counter *writeCounter) *Applier {
 	if err != nil {
 		f.t.Fatalf("creating a counting client: %v", err)
 	}
-	a := New(nil, c, Options{RecordNamespace: f.ns})
+	a := New(nil, crclient.Client(c), Options{RecordNamespace: f.ns})
 	a.SetIdentity(testFleet, testCluster)
 	if err := a.Load(f.ctx); err != nil {
 		f.t.Fatalf("loading the records: %v", err)
@@ -334,7 +336,7 @@ func TestFailedDriftWriteDoesNotFailTheApply(t *testing.T) {
 			return c.Update(ctx, obj, opts...)
 		},
 	})
-	a := New(nil, c, Options{RecordNamespace: f.ns})
+	a := New(nil, crclient.Client(c), Options{RecordNamespace: f.ns})
 	a.SetIdentity(testFleet, testCluster)
 	v1 := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 2))
 	f.apply(a, v1)

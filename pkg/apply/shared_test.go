@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // sharedDepCM is a ConfigMap manifest marked as a shared dependency
@@ -451,12 +452,12 @@ func TestNeedsApplyWithSharedDependency(t *testing.T) {
 	work := sharedDepWork(t, f.work("web"), 1, "team-a", sharedDepCM(f.ns, "settings", map[string]string{"key": "value"}, "10"), deployment(f.ns, "web", "web:1", 1))
 	f.apply(a, work)
 
-	live := func() []client.Object {
+	live := func() []kclient.Object {
 		d := f.getDeployment(f.ns, "web")
 		d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
 		cm := f.mustCM(f.ns, "settings", "the Work applied it")
 		cm.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
-		return []client.Object{d, cm}
+		return []kclient.Object{d, cm}
 	}
 	if a.NeedsApply(work, live()) {
 		t.Errorf("NeedsApply = true right after the Work with a shared ConfigMap applied, with its live objects unchanged")

@@ -8,17 +8,19 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 // staleReader answers Get with a copy of an object read before: a cache
 // that has not seen the latest write yet.
 type staleReader struct {
-	client.Reader
+	kclient.Reader
 	saved *unstructured.Unstructured
 }
 
-func (r staleReader) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+func (r staleReader) Get(_ context.Context, _ kclient.Key, obj kclient.Object) error {
 	r.saved.DeepCopyInto(obj.(*unstructured.Unstructured))
 	return nil
 }
@@ -29,7 +31,7 @@ func (r staleReader) Get(_ context.Context, _ client.ObjectKey, obj client.Objec
 // own answer (a generation not yet observed) is used instead.
 func TestStatusFromStaleCache(t *testing.T) {
 	f := newFixture(t)
-	direct := New(nil, f.c, Options{})
+	direct := New(nil, crclient.Client(f.c), Options{})
 	f.apply(direct, newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 2)))
 	d := f.getDeployment(f.ns, "web")
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
@@ -44,7 +46,7 @@ func TestStatusFromStaleCache(t *testing.T) {
 	saved := &unstructured.Unstructured{Object: obj}
 	saved.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 
-	a := New(staleReader{saved: saved}, f.c, Options{})
+	a := New(staleReader{saved: saved}, crclient.Client(f.c), Options{})
 	work := newWork(t, f.work("web"), 2, deployment(f.ns, "web", "web:2", 2))
 	results := f.apply(a, work)
 	st, err := a.Status(f.ctx, work, results, time.Now())

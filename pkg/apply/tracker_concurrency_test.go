@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // TestTrackerKeepsEveryUpdateUnderConcurrentUse uses one Applier's record
@@ -51,19 +51,19 @@ func TestTrackerKeepsEveryUpdateUnderConcurrentUse(t *testing.T) {
 			for i := range worksEach {
 				v1, v2 := trackedWork(name(w, i), 1), trackedWork(name(w, i), 2)
 				a.tracker.record(v1, []Result{appliedObject(v1)})
-				if a.NeedsApply(v1, []client.Object{appliedObject(v1).Object}) {
+				if a.NeedsApply(v1, []kclient.Object{appliedObject(v1).Object}) {
 					t.Errorf("%s: NeedsApply right after its apply = true, want false", v1.Name)
 				}
 				a.tracker.record(v2, []Result{appliedObject(v2)})
-				if !a.NeedsApply(v1, []client.Object{appliedObject(v1).Object}) {
+				if !a.NeedsApply(v1, []kclient.Object{appliedObject(v1).Object}) {
 					t.Errorf("%s: NeedsApply of generation 1 after generation 2 was applied = false, want true", v1.Name)
 				}
-				if a.NeedsApply(v2, []client.Object{appliedObject(v2).Object}) {
+				if a.NeedsApply(v2, []kclient.Object{appliedObject(v2).Object}) {
 					t.Errorf("%s: NeedsApply of the applied generation 2 = true, want false", v2.Name)
 				}
 				if i%3 == 0 {
 					a.tracker.forget(v2.Name)
-					if !a.NeedsApply(v2, []client.Object{appliedObject(v2).Object}) {
+					if !a.NeedsApply(v2, []kclient.Object{appliedObject(v2).Object}) {
 						t.Errorf("%s: NeedsApply after the Work was forgotten = false, want true", v2.Name)
 					}
 				}

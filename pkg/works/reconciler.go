@@ -20,6 +20,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // Reconciler keeps held Works applied and reported. Its requests are Work
@@ -112,7 +113,7 @@ func DependencyWorks(holders func(flotillav1.ResourceIdentifier) []string, gvk s
 }
 
 // live lists work's objects from the cache.
-func (r *Reconciler) live(work *flotillav1.Work) ([]client.Object, error) {
+func (r *Reconciler) live(work *flotillav1.Work) ([]kclient.Object, error) {
 	return LiveObjects(context.Background(), r.Reader, work)
 }
 
@@ -132,7 +133,7 @@ type liveList struct {
 // Work would be applied again on every event.) Shared dependencies carry
 // the hub namespace, not the Work: all of that namespace's are listed,
 // and NeedsApply picks the ones the Work applied by UID.
-func LiveObjects(ctx context.Context, reader client.Reader, work *flotillav1.Work) ([]client.Object, error) {
+func LiveObjects(ctx context.Context, reader client.Reader, work *flotillav1.Work) ([]kclient.Object, error) {
 	owned := client.MatchingLabels{flotillav1.LabelWork: flotillav1.WorkLabelValue(work.Name)}
 	lists := []liveList{
 		{&appsv1.DeploymentList{}, apply.DeploymentKind, owned},
@@ -145,7 +146,7 @@ func LiveObjects(ctx context.Context, reader client.Reader, work *flotillav1.Wor
 			liveList{&corev1.SecretList{}, apply.SecretKind, deps},
 			liveList{&corev1.ServiceAccountList{}, apply.ServiceAccountKind, deps})
 	}
-	var out []client.Object
+	var out []kclient.Object
 	for _, l := range lists {
 		if err := reader.List(ctx, l.list, l.sel); err != nil {
 			return nil, fmt.Errorf("listing the %ss of Work %s: %w", l.gvk.Kind, work.Name, err)
@@ -155,7 +156,7 @@ func LiveObjects(ctx context.Context, reader client.Reader, work *flotillav1.Wor
 			return nil, err
 		}
 		for _, it := range items {
-			o := it.(client.Object)
+			o := it.(kclient.Object)
 			// NeedsApply compares kinds; the cache's typed objects carry none.
 			o.GetObjectKind().SetGroupVersionKind(l.gvk)
 			out = append(out, o)

@@ -12,13 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 )
 
@@ -377,7 +377,7 @@ func (e *pruneBlockedError) Unwrap() []error { return []error{e.client, e.applie
 // the applied-set record), and otherwise only reports its status. live
 // lists the Work's objects as the caller's cache has them. applied says
 // whether it applied.
-func (s *Store) Sync(ctx context.Context, work *flotillav1.Work, live func(*flotillav1.Work) ([]client.Object, error)) (applied bool, err error) {
+func (s *Store) Sync(ctx context.Context, work *flotillav1.Work, live func(*flotillav1.Work) ([]kclient.Object, error)) (applied bool, err error) {
 	e := s.entryFor(work.Name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -416,7 +416,7 @@ func (s *Store) Holds(name string) bool { return s.get(name) != nil }
 // Reconcile brings Work name back in line: re-apply when its objects
 // drifted (or its last apply failed), then report status. live are the
 // Work's objects as the cache has them.
-func (s *Store) Reconcile(ctx context.Context, name string, live func(*flotillav1.Work) ([]client.Object, error)) error {
+func (s *Store) Reconcile(ctx context.Context, name string, live func(*flotillav1.Work) ([]kclient.Object, error)) error {
 	e := s.get(name)
 	if e == nil {
 		return nil

@@ -19,6 +19,8 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 )
 
@@ -62,7 +64,7 @@ func newStoreFixture(t *testing.T, ns string) *storeFixture {
 	t.Helper()
 	c := newClient(t)
 	createNamespace(t, c, ns)
-	a := apply.New(nil, c, apply.Options{RecordNamespace: ns})
+	a := apply.New(nil, crclient.Client(c), apply.Options{RecordNamespace: ns})
 	a.SetIdentity("fleet-test", "member-1")
 	s := NewStore(a)
 	rep := &reporter{}
@@ -225,7 +227,7 @@ func TestStoreReconcileUndoesDrift(t *testing.T) {
 func TestStoreReconcileOfAnUnknownWorkDoesNothing(t *testing.T) {
 	f := newStoreFixture(t, "store-unknown")
 	called := false
-	err := f.store.Reconcile(t.Context(), "store-unknown.nothing", func(*flotillav1.Work) ([]client.Object, error) {
+	err := f.store.Reconcile(t.Context(), "store-unknown.nothing", func(*flotillav1.Work) ([]kclient.Object, error) {
 		called = true
 		return nil, nil
 	})
@@ -354,7 +356,7 @@ func TestStoreHeldListsRecordedWorksAfterRestart(t *testing.T) {
 	f.apply(a)
 	f.apply(b)
 
-	restarted := apply.New(nil, f.c, apply.Options{RecordNamespace: f.ns})
+	restarted := apply.New(nil, crclient.Client(f.c), apply.Options{RecordNamespace: f.ns})
 	restarted.SetIdentity("fleet-test", "member-1")
 	s := NewStore(restarted)
 	got, err := s.Held(t.Context())

@@ -35,6 +35,8 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
 	"github.com/flotilla-dev/flotilla/pkg/health"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
 	"github.com/flotilla-dev/flotilla/pkg/works"
@@ -274,7 +276,7 @@ func (e *Engine) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 		m.limiter = rate.NewLimiter(rate.Inf, 0)
 	}
 	denied := append(slices.Clone(apply.DefaultDeniedNamespaces), flotillav1.SystemNamespace)
-	m.applier = apply.New(works.TypedReader{Cache: cl.GetCache(), Scheme: e.Scheme}, cl.GetClient(), apply.Options{
+	m.applier = apply.New(crclient.Reader(works.TypedReader{Cache: cl.GetCache(), Scheme: e.Scheme}), crclient.Client(cl.GetClient()), apply.Options{
 		CreateNamespace: true,
 		Namespaces:      &apply.NamespacePolicy{Denied: denied},
 		RecordNamespace: flotillav1.SystemNamespace,
@@ -527,7 +529,7 @@ func (e *Engine) Reconcile(ctx context.Context, req mcreconcile.Request) (reconc
 	if work == nil {
 		return e.remove(ctx, m, name)
 	}
-	live := func(w *flotillav1.Work) ([]client.Object, error) {
+	live := func(w *flotillav1.Work) ([]kclient.Object, error) {
 		return works.LiveObjects(ctx, m.cluster.GetCache(), w)
 	}
 	applied, err := m.store.Sync(ctx, work, live)

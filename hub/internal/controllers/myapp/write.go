@@ -20,7 +20,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
-	"github.com/flotilla-dev/flotilla/internal/ssa"
+	"github.com/flotilla-dev/flotilla/internal/ssa/ssacr"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
@@ -235,7 +235,7 @@ func (r *Reconciler) deleteWork(ctx context.Context, w *flotillav1.Work, why str
 // MemberCluster controller has not yet.
 func (r *Reconciler) applyWork(ctx context.Context, w *flotillav1.Work) error {
 	apply := func() error {
-		ac, err := ssa.ApplyConfiguration(w)
+		ac, err := ssacr.ApplyConfiguration(w)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,48 @@
+package kclient_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// linksNothingOf lists the packages pkg linked, with their dependencies,
+// and fails on any of banned.
+func linksNothingOf(t *testing.T, pkg string, banned ...string) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps %s listed %d packages: %q", pkg, len(deps), deps)
+	}
+	for _, d := range deps {
+		for _, b := range banned {
+			if d == b {
+				t.Errorf("%s links %s", pkg, b)
+			}
+		}
+	}
+}
+
+// TestApplierLinksNoTypedScheme: pkg/apply, which the agent and the hub's
+// Push mode apply Works with, writes through kclient so that it links
+// neither controller-runtime's client nor client-go's scheme of every API
+// group (and the typed clients and event recorder that bring it). This is
+// what an agent without controller-runtime needs of it; the test fails
+// when an import brings one back.
+func TestApplierLinksNoTypedScheme(t *testing.T) {
+	for _, pkg := range []string{
+		"github.com/flotilla-dev/flotilla/pkg/apply",
+		"github.com/flotilla-dev/flotilla/pkg/kclient",
+	} {
+		linksNothingOf(t, pkg,
+			"sigs.k8s.io/controller-runtime/pkg/client",
+			"k8s.io/client-go/kubernetes/scheme",
+			"k8s.io/client-go/kubernetes",
+			"k8s.io/client-go/tools/events",
+		)
+	}
+}
