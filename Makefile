@@ -103,7 +103,7 @@ helm-bin: testbed-bin ## Build helm into bin/ for the chart tests (skipped when 
 # make test from building the whole tree twice. Add a package here when it
 # starts a goroutine.
 RACE_PKGS := ./agent/... ./hub/internal/controllers/... ./hub/internal/push ./hub/setup ./hub/internal/syncbridge \
-	./pkg/apply ./pkg/hubca ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration ./test/scale
+	./pkg/apply ./pkg/kclient/... ./pkg/hubca ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration ./test/scale
 
 .PHONY: test
 test: lint prometheus-bin helm-bin ## Lint; unit, integration and testbed tests (RACE_PKGS with -race); a short fuzz run; the e2e suite.
@@ -119,8 +119,9 @@ test: lint prometheus-bin helm-bin ## Lint; unit, integration and testbed tests 
 	$(MAKE) e2e
 
 .PHONY: test-race
-test-race: prometheus-bin ## Run the tests of RACE_PKGS with the race detector.
+test-race: prometheus-bin ## Run the tests of RACE_PKGS with the race detector (pkg/apply's twice: through controller-runtime's client and through pkg/kclient/direct).
 	$(GO) test -race -count=1 -p 1 -timeout 45m $(RACE_PKGS)
+	FLOTILLA_KCLIENT=direct $(GO) test -race -count=1 -timeout 10m ./pkg/apply
 
 .PHONY: fuzz
 # The targets are found in the test sources (a "func Fuzz..." line), not by

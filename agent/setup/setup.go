@@ -40,6 +40,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/apply"
 	"github.com/flotilla-dev/flotilla/pkg/health"
 	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
@@ -307,7 +308,15 @@ func New(opts Options) (*Agent, error) {
 		// this replica still leads: a paused old leader deletes nothing.
 		applyOpts.Fence = leader.Fence(mgr.GetAPIReader(), leaseKey, leaderID, time.Now)
 	}
-	applier := apply.New(crclient.Reader(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}), crclient.Client(mgr.GetClient()), applyOpts)
+	// The applier reads through the manager's cache of what Flotilla
+	// applied and writes through pkg/kclient/direct (client-go's dynamic
+	// client and a discovery-backed mapper of its own), the client an agent
+	// without controller-runtime keeps.
+	writer, err := direct.New(mgr.GetConfig(), runtime.NewScheme())
+	if err != nil {
+		return nil, fmt.Errorf("creating the applier's client: %w", err)
+	}
+	applier := apply.New(crclient.Reader(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}), writer, applyOpts)
 	store := works.NewStore(applier)
 	am := newAgentMetrics()
 	store.SetApplyObserver(am.observeApply)

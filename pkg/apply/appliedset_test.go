@@ -22,7 +22,6 @@ import (
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/kclient"
-	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 func TestRecordName(t *testing.T) {
@@ -225,7 +224,7 @@ func TestLabelledObjectOutsideTheSetIsNeverDeleted(t *testing.T) {
 	}
 	empty := uniqueNamespace()
 	f.createNamespace(empty)
-	fresh := New(nil, crclient.Client(f.c), Options{RecordNamespace: empty})
+	fresh := New(nil, f.writer(), Options{RecordNamespace: empty})
 	fresh.SetIdentity(testFleet, testCluster)
 	if deleted, err := fresh.Prune(f.ctx, sets.New[string](), true); err != nil || len(deleted) != 0 {
 		t.Errorf("an Applier with no records pruned %+v (error %v), want nothing", deleted, err)
@@ -449,7 +448,7 @@ func TestFenceErrorDeletesNothing(t *testing.T) {
 // never set applies (without identity labels) but refuses every deletion.
 func TestNoIdentityRefusesToDelete(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, crclient.Client(f.c), Options{RecordNamespace: f.ns})
+	a := New(nil, f.writer(), Options{RecordNamespace: f.ns})
 	work := f.work("web")
 	f.apply(a, newWork(t, work, 1, deployment(f.ns, "web", "web:1", 1)))
 	if _, ok := f.getDeployment(f.ns, "web").Labels[v1alpha1.LabelFleet]; ok {
@@ -601,7 +600,7 @@ func TestConcurrentAppliesAndDeletesKeepTheRecords(t *testing.T) {
 // again to delete.
 func TestNothingIsAppliedBeforeItIsRecorded(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, crclient.Client(f.c), Options{RecordNamespace: uniqueNamespace()})
+	a := New(nil, f.writer(), Options{RecordNamespace: uniqueNamespace()})
 	a.SetIdentity(testFleet, testCluster)
 	results, err := a.Apply(f.ctx, newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 1)))
 	if err == nil || !strings.Contains(err.Error(), "recording the object in the applied set before applying it") {

@@ -101,7 +101,6 @@ type Options struct {
 type Applier struct {
 	reader kclient.Reader
 	writer kclient.Client
-	mapper meta.RESTMapper
 	// confirmNotFound is set when reader is not the writer: a NotFound from
 	// a cache is then checked live before anything is created.
 	confirmNotFound bool
@@ -133,14 +132,13 @@ type Applier struct {
 }
 
 // New returns an Applier that reads through reader and writes through
-// writer, whose RESTMapper maps kinds to resources. A nil reader means the
+// writer, which also maps kinds to resources. A nil reader means the
 // writer reads too; a non-nil one costs a live read through the writer
 // whenever it says an object does not exist (see getLive).
 func New(reader kclient.Reader, writer kclient.Client, opts Options) *Applier {
 	a := &Applier{
 		reader:          reader,
 		writer:          writer,
-		mapper:          writer.RESTMapper(),
 		confirmNotFound: reader != nil,
 		owner:           opts.FieldOwner,
 		createNamespace: opts.CreateNamespace,
@@ -515,7 +513,7 @@ func (a *Applier) desired(work *v1alpha1.Work, m *v1alpha1.Manifest) (_ *unstruc
 	if obj.GetName() == "" {
 		return nil, id, "", errors.New("the manifest has no metadata.name")
 	}
-	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := a.writer.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		if !managed {
 			return nil, id, "", errNotManaged(gvk, a.kinds)

@@ -44,7 +44,7 @@ func BenchmarkApplyNewWork(b *testing.B) {
 		b.Fatal(err)
 	}
 	go func() { _ = labelled.Start(ctx) }()
-	a := New(crclient.Reader(labelled), crclient.Client(c), Options{RecordNamespace: ns, Kinds: WorkKinds})
+	a := New(crclient.Reader(labelled), writerFor(b, cfg, c), Options{RecordNamespace: ns, Kinds: WorkKinds})
 	a.SetIdentity(testFleet, testCluster)
 	work := func(i int) *v1alpha1.Work {
 		name := fmt.Sprintf("bench-%d", i)

@@ -86,7 +86,7 @@ func TestApplyCreatesOwnedDeployment(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := f.with(t)
-			a := New(nil, crclient.Client(f.c), Options{FieldOwner: tc.owner})
+			a := New(nil, f.writer(), Options{FieldOwner: tc.owner})
 			deployName := "web-" + tc.wantOwner
 			work := newWork(t, tc.workName, 1, deployment(f.ns, deployName, "web:1", 2))
 			results := f.apply(a, work)
@@ -136,7 +136,7 @@ func TestApplyCreatesOwnedDeployment(t *testing.T) {
 // generation, and NeedsApply says no apply is needed.
 func TestReapplyUnchangedWorkChangesNothing(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, crclient.Client(f.c), Options{})
+	a := New(nil, f.writer(), Options{})
 	work := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 2))
 	f.apply(a, work)
 	before := f.getDeployment(f.ns, "web")
@@ -157,7 +157,7 @@ func TestReapplyUnchangedWorkChangesNothing(t *testing.T) {
 // manifest is removed from the object, as server-side apply promises.
 func TestChangedWorkUpdatesInPlace(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, crclient.Client(f.c), Options{})
+	a := New(nil, f.writer(), Options{})
 	v1 := deployment(f.ns, "web", "web:1", 2)
 	v1.Annotations = map[string]string{"team": "checkout"}
 	work := newWork(t, f.work("web"), 1, v1)
@@ -221,7 +221,7 @@ func TestUnownedDeploymentIsLeftAlone(t *testing.T) {
 			f := f.with(t)
 			name := tc.deployment
 			existing := f.createUnowned(deployment(f.ns, name, "theirs:1", 1))
-			a := New(crclient.Reader(tc.reader), crclient.Client(f.c), Options{})
+			a := New(crclient.Reader(tc.reader), f.writer(), Options{})
 			work := newWork(t, f.work("web"), 1, deployment(f.ns, name, "ours:1", 3))
 
 			results, err := a.Apply(f.ctx, work)
@@ -281,7 +281,7 @@ func TestUnownedDeploymentIsLeftAlone(t *testing.T) {
 // it is.
 func TestAnotherWorksObjectIsNotTakenOver(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, crclient.Client(f.c), Options{})
+	a := New(nil, f.writer(), Options{})
 	f.apply(a, newWork(t, f.work("first"), 1, deployment(f.ns, "web", "first:1", 1)))
 	before := f.getDeployment(f.ns, "web")
 
@@ -382,7 +382,7 @@ func TestNamespaceCreation(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		f := f.with(t)
 		ns := uniqueNamespace()
-		a := New(nil, crclient.Client(f.c), Options{})
+		a := New(nil, f.writer(), Options{})
 		results, err := a.Apply(f.ctx, newWork(t, f.work("web"), 1, deployment(ns, "web", "web:1", 1)))
 		if err == nil || !strings.Contains(err.Error(), "namespace "+ns+" does not exist and namespace creation is off") {
 			t.Fatalf("Apply error = %v, want one saying the namespace is missing and creation is off", err)
@@ -397,7 +397,7 @@ func TestNamespaceCreation(t *testing.T) {
 	t.Run("on", func(t *testing.T) {
 		f := f.with(t)
 		ns := uniqueNamespace()
-		a := New(nil, crclient.Client(f.c), Options{CreateNamespace: true})
+		a := New(nil, f.writer(), Options{CreateNamespace: true})
 		f.apply(a, newWork(t, f.work("web"), 1, deployment(ns, "web", "web:1", 1)))
 		f.getDeployment(ns, "web")
 		var created corev1.Namespace
@@ -416,7 +416,7 @@ func TestNamespaceCreation(t *testing.T) {
 // and that the next Apply undoes the hand edit.
 func TestNeedsApplyDetectsDrift(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, crclient.Client(f.c), Options{})
+	a := New(nil, f.writer(), Options{})
 	work := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 2))
 	f.apply(a, work)
 
@@ -472,7 +472,7 @@ func TestNeedsApplyDetectsDrift(t *testing.T) {
 // becomes available makes it Available.
 func TestStatusFromLiveDeployment(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, crclient.Client(f.c), Options{})
+	a := New(nil, f.writer(), Options{})
 	work := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:nope", 2))
 	results := f.apply(a, work)
 

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 // service is a ClusterIP Service selecting app=selector, as the hub renders
@@ -98,7 +97,7 @@ func TestServiceEndpoints(t *testing.T) {
 		endpoint("10.3.0.1", ptr.To(true)), endpoint("10.3.0.2", ptr.To(true)), endpoint("10.3.0.3", ptr.To(true)),
 		endpoint("10.3.0.4", ptr.To(true)), endpoint("10.3.0.5", ptr.To(false)))
 
-	a := New(nil, crclient.Client(f.c), Options{Kinds: WorkKinds})
+	a := New(nil, f.writer(), Options{Kinds: WorkKinds})
 
 	t.Run("serviceEndpoints", func(t *testing.T) {
 		f := f.with(t)
@@ -159,7 +158,7 @@ func TestServiceEndpoints(t *testing.T) {
 // endpoints, reported as such.
 func TestServiceEndpointsFamilies(t *testing.T) {
 	f := newFixture(t)
-	a := New(nil, crclient.Client(f.c), Options{Kinds: WorkKinds})
+	a := New(nil, f.writer(), Options{Kinds: WorkKinds})
 
 	f.createService(service(f.ns, "none", "none"))
 	got, err := a.serviceEndpoints(f.ctx, f.liveService(a, f.ns, "none"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
 	"github.com/flotilla-dev/flotilla/test/envtestenv"
 )
 
@@ -30,6 +33,34 @@ func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
 
 // startEnv returns the config of the package's envtest apiserver.
 func startEnv(t *testing.T) *rest.Config { return sharedEnv.Config(t) }
+
+// writerFor returns the kclient.Client this package's Appliers write
+// through, on the apiserver cfg reaches: controller-runtime's client c
+// (through crclient, as the agent and the hub's Push mode pass today), or,
+// with FLOTILLA_KCLIENT=direct, pkg/kclient/direct, which an agent without
+// controller-runtime would pass. make test-race runs the package both ways,
+// so every test of the Applier holds for both clients.
+func writerFor(t testing.TB, cfg *rest.Config, c client.Client) kclient.Client {
+	t.Helper()
+	switch v := os.Getenv("FLOTILLA_KCLIENT"); v {
+	case "", "controller-runtime":
+		return crclient.Client(c)
+	case "direct":
+		// pkg/apply reads and writes unstructured objects only: an empty
+		// scheme is enough.
+		d, err := direct.New(cfg, runtime.NewScheme())
+		if err != nil {
+			t.Fatalf("creating the direct client: %v", err)
+		}
+		return d
+	default:
+		t.Fatalf("FLOTILLA_KCLIENT=%q: want controller-runtime or direct", v)
+		return nil
+	}
+}
+
+// writer is writerFor on the package's apiserver and f's client.
+func (f *fixture) writer() kclient.Client { return writerFor(f.t, startEnv(f.t), f.c) }
 
 // fixture is one test's view of the apiserver: a direct client and a fresh
 // namespace of its own.
@@ -78,7 +109,7 @@ const (
 // the hub said hello. Each call is a new Applier: a restarted agent.
 func (f *fixture) recordingApplier(opts Options) *Applier {
 	opts.RecordNamespace = f.ns
-	a := New(nil, crclient.Client(f.c), opts)
+	a := New(nil, f.writer(), opts)
 	a.SetIdentity(testFleet, testCluster)
 	return a
 }

@@ -87,8 +87,6 @@ func TestRecordProvesDrift(t *testing.T) {
 // fakeWriter is enough of a client for New: the pure tests never call it.
 type fakeWriter struct{ kclient.Client }
 
-func (fakeWriter) RESTMapper() meta.RESTMapper { return nil }
-
 // writeCounter counts the write requests (anything but GET) a client
 // sends, and among them those to ConfigMaps (the records).
 type writeCounter struct {
@@ -123,7 +121,7 @@ func (f *fixture) restartedApplier(counter *writeCounter) *Applier {
 	if err != nil {
 		f.t.Fatalf("creating a counting client: %v", err)
 	}
-	a := New(nil, crclient.Client(c), Options{RecordNamespace: f.ns})
+	a := New(nil, writerFor(f.t, cfg, c), Options{RecordNamespace: f.ns})
 	a.SetIdentity(testFleet, testCluster)
 	if err := a.Load(f.ctx); err != nil {
 		f.t.Fatalf("loading the records: %v", err)

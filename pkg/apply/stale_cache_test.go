@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/flotilla-dev/flotilla/pkg/kclient"
-	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 // staleReader answers Get with a copy of an object read before: a cache
@@ -31,7 +30,7 @@ func (r staleReader) Get(_ context.Context, _ kclient.Key, obj kclient.Object) e
 // own answer (a generation not yet observed) is used instead.
 func TestStatusFromStaleCache(t *testing.T) {
 	f := newFixture(t)
-	direct := New(nil, crclient.Client(f.c), Options{})
+	direct := New(nil, f.writer(), Options{})
 	f.apply(direct, newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:1", 2)))
 	d := f.getDeployment(f.ns, "web")
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
@@ -46,7 +45,7 @@ func TestStatusFromStaleCache(t *testing.T) {
 	saved := &unstructured.Unstructured{Object: obj}
 	saved.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 
-	a := New(staleReader{saved: saved}, crclient.Client(f.c), Options{})
+	a := New(staleReader{saved: saved}, f.writer(), Options{})
 	work := newWork(t, f.work("web"), 2, deployment(f.ns, "web", "web:2", 2))
 	results := f.apply(a, work)
 	st, err := a.Status(f.ctx, work, results, time.Now())

@@ -1,7 +1,7 @@
 // Package kclient is the narrow Kubernetes client that pkg/apply writes
 // through: get, list, create, update, patch, delete and a forced
-// server-side apply of typed or unstructured objects, and the RESTMapper
-// that maps a kind to its resource.
+// server-side apply of typed or unstructured objects, and the mapping of a
+// kind to its resource.
 //
 // It exists so that pkg/apply does not import controller-runtime's client
 // package, which links client-go's scheme of every API group (and, through
@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -103,6 +104,8 @@ type Client interface {
 	// of fields other managers set (Flotilla is the source of truth for
 	// what it applies).
 	ForceApply(ctx context.Context, obj *unstructured.Unstructured, fieldOwner string) error
-	// RESTMapper maps kinds to resources and says which are namespaced.
-	RESTMapper() meta.RESTMapper
+	// RESTMapping maps a kind, in the first of versions the cluster
+	// serves, to its resource and scope. A kind the cluster does not
+	// serve is a meta.NoKindMatchError (meta.IsNoMatchError).
+	RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error)
 }

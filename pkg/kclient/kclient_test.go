@@ -28,15 +28,17 @@ func linksNothingOf(t *testing.T, pkg string, banned ...string) {
 }
 
 // TestApplierLinksNoTypedScheme: pkg/apply, which the agent and the hub's
-// Push mode apply Works with, writes through kclient so that it links
-// neither controller-runtime's client nor client-go's scheme of every API
-// group (and the typed clients and event recorder that bring it). This is
-// what an agent without controller-runtime needs of it; the test fails
-// when an import brings one back.
+// Push mode apply Works with, writes through kclient, and the agent's
+// client for it is kclient/direct, so that none of them links
+// controller-runtime's client or client-go's scheme of every API group
+// (nor the typed clients and event recorder that bring it). This is what
+// an agent without controller-runtime needs of them; the test fails when
+// an import brings one back.
 func TestApplierLinksNoTypedScheme(t *testing.T) {
 	for _, pkg := range []string{
 		"github.com/flotilla-dev/flotilla/pkg/apply",
 		"github.com/flotilla-dev/flotilla/pkg/kclient",
+		"github.com/flotilla-dev/flotilla/pkg/kclient/direct",
 	} {
 		linksNothingOf(t, pkg,
 			"sigs.k8s.io/controller-runtime/pkg/client",

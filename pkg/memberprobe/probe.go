@@ -7,11 +7,13 @@ package memberprobe
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/discovery"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
 )
 
@@ -24,9 +26,7 @@ const Timeout = time.Second
 func Readyz(cfg *rest.Config) (func(ctx context.Context) error, error) {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = Timeout
-	// The unversioned client needs a serializer; /readyz returns text.
-	c.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	rc, err := rest.UnversionedRESTClientFor(c)
+	rc, err := unversioned(c)
 	if err != nil {
 		return nil, err
 	}
@@ -41,13 +41,34 @@ func Readyz(cfg *rest.Config) (func(ctx context.Context) error, error) {
 // ServerVersion returns the apiserver's git version (e.g. v1.37.2), or ""
 // when it cannot be read: the version is reported, never required.
 func ServerVersion(cfg *rest.Config) string {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	c := rest.CopyConfig(cfg)
+	if c.Timeout == 0 {
+		c.Timeout = versionTimeout
+	}
+	rc, err := unversioned(c)
 	if err != nil {
 		return ""
 	}
-	v, err := dc.ServerVersion()
+	raw, err := rc.Get().AbsPath("/version").Do(context.Background()).Raw()
 	if err != nil {
+		return ""
+	}
+	var v version.Info
+	if err := json.Unmarshal(raw, &v); err != nil {
 		return ""
 	}
 	return v.GitVersion
+}
+
+// versionTimeout bounds the /version request of a config without a
+// timeout of its own.
+const versionTimeout = 10 * time.Second
+
+// unversioned returns a REST client for paths outside the API groups
+// (/readyz, /version). Its serializer knows no types, since both answers
+// are read raw: client-go's scheme of every API group (which its
+// discovery client would link) is not needed for them.
+func unversioned(cfg *rest.Config) (*rest.RESTClient, error) {
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
+	return rest.UnversionedRESTClientFor(cfg)
 }

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,4 +85,6 @@ func (w writer) ForceApply(ctx context.Context, obj *unstructured.Unstructured, 
 	return w.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership)
 }
 
-func (w writer) RESTMapper() meta.RESTMapper { return w.c.RESTMapper() }
+func (w writer) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	return w.c.RESTMapper().RESTMapping(gk, versions...)
+}
