@@ -13,10 +13,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // The resources the summary counts.
@@ -29,7 +29,7 @@ var counted = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, c
 type Summarizer struct {
 	// Reader must read live (the manager's APIReader): caching every pod
 	// is what this package avoids.
-	Reader client.Reader
+	Reader kclient.Reader
 	// PageSize is how many objects one list request returns (default 500).
 	PageSize int64
 	// Interval is how often the summary is recomputed (default 10s).
@@ -90,7 +90,7 @@ func (s *Summarizer) Compute(ctx context.Context) (*flotillav1.ResourceSummary, 
 	cont := ""
 	for {
 		var nodes corev1.NodeList
-		if err := s.Reader.List(ctx, &nodes, client.Limit(page), client.Continue(cont)); err != nil {
+		if err := s.Reader.List(ctx, &nodes, kclient.ListOptions{Limit: page, Continue: cont}); err != nil {
 			return nil, fmt.Errorf("listing nodes: %w", err)
 		}
 		for i := range nodes.Items {
@@ -113,8 +113,7 @@ func (s *Summarizer) Compute(ctx context.Context) (*flotillav1.ResourceSummary, 
 	cont = ""
 	for {
 		var pods corev1.PodList
-		if err := s.Reader.List(ctx, &pods, client.Limit(page), client.Continue(cont),
-			client.MatchingFieldsSelector{Selector: terminalPhases}); err != nil {
+		if err := s.Reader.List(ctx, &pods, kclient.ListOptions{Limit: page, Continue: cont, Fields: terminalPhases}); err != nil {
 			return nil, fmt.Errorf("listing pods: %w", err)
 		}
 		for i := range pods.Items {

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 )
 
 func ready(s corev1.ConditionStatus) corev1.NodeCondition {
@@ -171,18 +173,18 @@ func TestPodRequestsSidecars(t *testing.T) {
 // countingReader counts the pages of pods listed through it, to show a
 // test pages at all.
 type countingReader struct {
-	client.Reader
+	kclient.Reader
 	podPages, nodePages atomic.Int32
 }
 
-func (r *countingReader) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+func (r *countingReader) List(ctx context.Context, l kclient.ObjectList, opts kclient.ListOptions) error {
 	switch l.(type) {
 	case *corev1.PodList:
 		r.podPages.Add(1)
 	case *corev1.NodeList:
 		r.nodePages.Add(1)
 	}
-	return r.Reader.List(ctx, l, opts...)
+	return r.Reader.List(ctx, l, opts)
 }
 
 func createNode(t *testing.T, c client.Client, name string, spec corev1.NodeSpec, conds []corev1.NodeCondition, allocatable corev1.ResourceList) {
@@ -290,7 +292,7 @@ func TestCompute(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &countingReader{Reader: c}
+			r := &countingReader{Reader: crclient.Reader(c)}
 			s := &Summarizer{Reader: r, PageSize: tt.pageSize}
 			sum, err := s.Compute(t.Context())
 			if err != nil {
@@ -311,7 +313,7 @@ func TestCompute(t *testing.T) {
 	}
 
 	t.Run("Start keeps Latest up to date and Latest hands out copies", func(t *testing.T) {
-		s := &Summarizer{Reader: c, PageSize: 50, Interval: 50 * time.Millisecond}
+		s := &Summarizer{Reader: crclient.Reader(c), PageSize: 50, Interval: 50 * time.Millisecond}
 		if sum, err := s.Latest(t.Context()); sum != nil || err != nil {
 			t.Fatalf("Latest before the first computation = %v, %v; want nil, nil", sum, err)
 		}
@@ -344,9 +346,9 @@ func TestCompute(t *testing.T) {
 	})
 }
 
-type failingReader struct{ client.Reader }
+type failingReader struct{ kclient.Reader }
 
-func (failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+func (failingReader) List(context.Context, kclient.ObjectList, kclient.ListOptions) error {
 	return errors.New("connection refused")
 }
 

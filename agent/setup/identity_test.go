@@ -3,8 +3,6 @@ package setup
 import (
 	"context"
 	"errors"
-	"github.com/flotilla-dev/flotilla/pkg/leader"
-	"github.com/flotilla-dev/flotilla/pkg/works"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,8 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
+	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
+	"github.com/flotilla-dev/flotilla/pkg/works"
 )
 
 func TestHoldsLease(t *testing.T) {
@@ -174,7 +175,7 @@ func TestLeaseFence(t *testing.T) {
 	if err := c.Create(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	fence := leader.Fence(c, key, "agent-0_1", time.Now)
+	fence := leader.Fence(crclient.Reader(c), key, "agent-0_1", time.Now)
 	if err := fence(ctx); err != nil {
 		t.Fatalf("the holder was fenced: %v", err)
 	}
@@ -185,7 +186,7 @@ func TestLeaseFence(t *testing.T) {
 	if err := fence(ctx); err == nil || !strings.Contains(err.Error(), `held by "agent-1_2"`) {
 		t.Errorf("the old leader passed the fence: %v", err)
 	}
-	if err := leader.Fence(c, client.ObjectKey{Namespace: "fence-test", Name: "missing"}, "agent-0_1", time.Now)(ctx); err == nil {
+	if err := leader.Fence(crclient.Reader(c), client.ObjectKey{Namespace: "fence-test", Name: "missing"}, "agent-0_1", time.Now)(ctx); err == nil {
 		t.Error("a missing Lease passed the fence")
 	}
 }
@@ -234,7 +235,7 @@ func TestLeaderLockIdentityIsTheFences(t *testing.T) {
 		<-done
 	}()
 	key := client.ObjectKey{Namespace: "leader-test", Name: "flotilla-agent"}
-	fence := leader.Fence(c, key, a.LeaderIdentity, time.Now)
+	fence := leader.Fence(crclient.Reader(c), key, a.LeaderIdentity, time.Now)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := fence(ctx)
@@ -246,7 +247,7 @@ func TestLeaderLockIdentityIsTheFences(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := leader.Fence(c, key, "agent-1_other", time.Now)(ctx); err == nil {
+	if err := leader.Fence(crclient.Reader(c), key, "agent-1_other", time.Now)(ctx); err == nil {
 		t.Error("another replica passed the fence")
 	}
 }

@@ -306,7 +306,7 @@ func New(opts Options) (*Agent, error) {
 	if opts.LeaderElection {
 		// Before each batch of deletions the applier checks, live, that
 		// this replica still leads: a paused old leader deletes nothing.
-		applyOpts.Fence = leader.Fence(mgr.GetAPIReader(), leaseKey, leaderID, time.Now)
+		applyOpts.Fence = leader.Fence(crclient.Reader(mgr.GetAPIReader()), leaseKey, leaderID, time.Now)
 	}
 	// The applier reads through the manager's cache of what Flotilla
 	// applied and writes through pkg/kclient/direct (client-go's dynamic
@@ -320,7 +320,7 @@ func New(opts Options) (*Agent, error) {
 	store := works.NewStore(applier)
 	am := newAgentMetrics()
 	store.SetApplyObserver(am.observeApply)
-	runner := &health.Runner{Works: store, Reader: mgr.GetClient()}
+	runner := &health.Runner{Works: store, Reader: crclient.Reader(mgr.GetClient())}
 	if opts.PrometheusURL != "" {
 		prom, err := health.NewPrometheus(opts.PrometheusURL, nil)
 		if err != nil {
@@ -332,7 +332,7 @@ func New(opts Options) (*Agent, error) {
 	if err := mgr.Add(runner); err != nil {
 		return nil, err
 	}
-	summarizer := &capacity.Summarizer{Reader: mgr.GetAPIReader(), Interval: opts.ResourceInterval}
+	summarizer := &capacity.Summarizer{Reader: crclient.Reader(mgr.GetAPIReader()), Interval: opts.ResourceInterval}
 	if err := mgr.Add(summarizer); err != nil {
 		return nil, err
 	}

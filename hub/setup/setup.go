@@ -38,6 +38,7 @@ import (
 	"github.com/flotilla-dev/flotilla/internal/promreg"
 	"github.com/flotilla-dev/flotilla/internal/truncate/recorder"
 	"github.com/flotilla-dev/flotilla/pkg/idlemem"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
@@ -758,7 +759,7 @@ func (l leaderLease) fence(reader client.Reader) func(context.Context) error {
 	if l.lock == nil {
 		return nil
 	}
-	return leader.Fence(reader, l.key, l.identity, time.Now)
+	return leader.Fence(crclient.Reader(reader), l.key, l.identity, time.Now)
 }
 
 // syncConfirmer is srv as a PruneConfirmer, nil when there is no server.

@@ -24,11 +24,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/internal/truncate"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // Querier evaluates a PromQL query to one value.
@@ -53,7 +53,7 @@ type Runner struct {
 	Works Works
 	// Reader reads the Deployments and lists the pods live (a client, not
 	// a cache: pods are listed only for Works with workload signals).
-	Reader client.Reader
+	Reader kclient.Reader
 	// Prometheus answers Prometheus signals; nil makes them Unknown.
 	Prometheus Querier
 	// Tick is how often the Runner looks for due evaluations (default
@@ -271,11 +271,11 @@ const maxPods = 500
 // readWorkload reads w's Deployment (the first one of its manifests) and
 // its pods.
 func (r *Runner) readWorkload(ctx context.Context, w *v1alpha1.Work) (*workload, error) {
-	var key client.ObjectKey
+	var key kclient.Key
 	for _, m := range w.Spec.Manifests {
 		var obj metav1.PartialObjectMetadata
 		if err := json.Unmarshal(m.Raw, &obj); err == nil && obj.Kind == "Deployment" {
-			key = client.ObjectKey{Namespace: obj.Namespace, Name: obj.Name}
+			key = kclient.Key{Namespace: obj.Namespace, Name: obj.Name}
 			break
 		}
 	}
@@ -306,7 +306,7 @@ func (r *Runner) readWorkload(ctx context.Context, w *v1alpha1.Work) (*workload,
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion("v1")
 	list.SetKind("PodList")
-	if err := r.Reader.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabelsSelector{Selector: selector}, client.Limit(maxPods)); err != nil {
+	if err := r.Reader.List(ctx, list, kclient.ListOptions{Namespace: key.Namespace, Labels: selector, Limit: maxPods}); err != nil {
 		return nil, fmt.Errorf("listing the pods of Deployment %s: %w", key, err)
 	}
 	for i := range list.Items {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,8 +56,15 @@ type ListOptions struct {
 	Namespace string
 	// Labels selects by label; nil selects every object.
 	Labels labels.Selector
-	// Limit caps the objects returned; 0 returns all.
+	// Fields selects by field (those the kind's apiserver supports, such
+	// as a pod's status.phase); nil selects every object.
+	Fields fields.Selector
+	// Limit caps the objects returned; 0 returns all. A list cut short
+	// carries a continue token (the list's GetContinue).
 	Limit int64
+	// Continue asks for the page after the one whose continue token it
+	// is.
+	Continue string
 }
 
 // MatchingLabels returns ListOptions of namespace and the objects whose

@@ -17,7 +17,8 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // Lock is a leader election Lease lock for controller-runtime's
@@ -43,7 +44,7 @@ func Lock(cfg *rest.Config, namespace, name, instance string) (resourcelock.Inte
 // unless identity holds it and its last renewal has not expired. So
 // an old leader that was paused, and resumes after a new one took over,
 // deletes nothing.
-func Fence(reader client.Reader, key client.ObjectKey, identity string, now func() time.Time) func(context.Context) error {
+func Fence(reader kclient.Reader, key kclient.Key, identity string, now func() time.Time) func(context.Context) error {
 	return func(ctx context.Context) error {
 		lease := &coordinationv1.Lease{}
 		if err := reader.Get(ctx, key, lease); err != nil {

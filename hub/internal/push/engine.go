@@ -269,7 +269,7 @@ func (e *Engine) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 		name:    string(name),
 		cluster: cl,
 		ctx:     ctx,
-		summary: &capacity.Summarizer{Reader: cl.GetAPIReader()},
+		summary: &capacity.Summarizer{Reader: crclient.Reader(cl.GetAPIReader())},
 		limiter: rate.NewLimiter(rate.Limit(e.DeleteRate), e.DeleteBurst),
 	}
 	if e.DeleteRate < 0 {
@@ -287,7 +287,7 @@ func (e *Engine) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 	m.store = works.NewStore(m.applier)
 	m.store.SetReporter(reporter{sink: e.Status, cluster: m.name})
 	// The health-shift signals, evaluated here as an agent would.
-	runner := &health.Runner{Works: m.store, Reader: cl.GetClient(), Prometheus: &health.URLQuerier{
+	runner := &health.Runner{Works: m.store, Reader: crclient.Reader(cl.GetClient()), Prometheus: &health.URLQuerier{
 		Lookup: func(ctx context.Context) (string, error) {
 			if e.PrometheusURL == nil {
 				return "", nil

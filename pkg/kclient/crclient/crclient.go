@@ -47,8 +47,14 @@ func listOptions(opts kclient.ListOptions) []client.ListOption {
 	if opts.Labels != nil {
 		out = append(out, client.MatchingLabelsSelector{Selector: opts.Labels})
 	}
+	if opts.Fields != nil {
+		out = append(out, client.MatchingFieldsSelector{Selector: opts.Fields})
+	}
 	if opts.Limit > 0 {
 		out = append(out, client.Limit(opts.Limit))
+	}
+	if opts.Continue != "" {
+		out = append(out, client.Continue(opts.Continue))
 	}
 	return out
 }

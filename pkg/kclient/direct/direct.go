@@ -149,9 +149,12 @@ func (c *Client) List(ctx context.Context, list kclient.ObjectList, opts kclient
 	if opts.Namespace != "" && m.Scope.Name() == meta.RESTScopeNameNamespace {
 		r = c.dyn.Resource(m.Resource).Namespace(opts.Namespace)
 	}
-	lo := metav1.ListOptions{Limit: opts.Limit}
+	lo := metav1.ListOptions{Limit: opts.Limit, Continue: opts.Continue}
 	if opts.Labels != nil {
 		lo.LabelSelector = opts.Labels.String()
+	}
+	if opts.Fields != nil {
+		lo.FieldSelector = opts.Fields.String()
 	}
 	answer, err := r.List(ctx, lo)
 	if err != nil {

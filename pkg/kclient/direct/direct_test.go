@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -170,7 +171,23 @@ func TestTypedAndUnstructuredReadsAndWrites(t *testing.T) {
 				t.Fatalf("listing with a limit: %v", err)
 			}
 			if len(ul.Items) != 1 || ul.GetContinue() == "" {
-				t.Errorf("listing with limit 1 gave %d items and continue %q, want 1 and a continue token", len(ul.Items), ul.GetContinue())
+				t.Fatalf("listing with limit 1 gave %d items and continue %q, want 1 and a continue token", len(ul.Items), ul.GetContinue())
+			}
+			next := &unstructured.UnstructuredList{}
+			next.SetAPIVersion("v1")
+			next.SetKind("ConfigMapList")
+			if err := c.List(ctx, next, kclient.ListOptions{Namespace: ns, Labels: sel, Limit: 1, Continue: ul.GetContinue()}); err != nil {
+				t.Fatalf("listing the second page: %v", err)
+			}
+			if len(next.Items) != 1 || next.Items[0].GetName() == ul.Items[0].GetName() || next.GetContinue() != "" {
+				t.Errorf("the second page gave %d items (continue %q), want the other ConfigMap and no more pages", len(next.Items), next.GetContinue())
+			}
+			byName := &corev1.ConfigMapList{}
+			if err := c.List(ctx, byName, kclient.ListOptions{Namespace: ns, Fields: fields.OneTermEqualSelector("metadata.name", "b")}); err != nil {
+				t.Fatalf("listing by field: %v", err)
+			}
+			if len(byName.Items) != 1 || byName.Items[0].Name != "b" {
+				t.Errorf("listing metadata.name=b gave %d items, want ConfigMap b alone", len(byName.Items))
 			}
 
 			// Update: the current version is written; a stale one is a
