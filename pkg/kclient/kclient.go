@@ -6,10 +6,10 @@
 // It exists so that pkg/apply does not import controller-runtime's client
 // package, which links client-go's scheme of every API group (and, through
 // it, the types, deep copies and protobuf code of groups Flotilla never
-// uses). The hub's Push mode and today's agent hand pkg/apply a
-// controller-runtime client through crclient; an agent built on client-go's
-// REST client alone can implement Client itself (docs/architecture.md,
-// "The agent's executable").
+// uses). The hub's Push mode and the agent hand pkg/apply a
+// controller-runtime client through crclient; direct, on client-go's
+// dynamic client, is the client an agent without controller-runtime will
+// pass (docs/architecture.md, "Executable size").
 package kclient
 
 import (

@@ -28,8 +28,9 @@ func linksNothingOf(t *testing.T, pkg string, banned ...string) {
 }
 
 // TestApplierLinksNoTypedScheme: pkg/apply, which the agent and the hub's
-// Push mode apply Works with, writes through kclient, and the agent's
-// client for it is kclient/direct, so that none of them links
+// Push mode apply Works with, writes through kclient, and kclient/direct
+// is the client an agent without controller-runtime will pass, so that
+// none of them links
 // controller-runtime's client or client-go's scheme of every API group
 // (nor the typed clients and event recorder that bring it). This is what
 // an agent without controller-runtime needs of them; the test fails when
