@@ -249,21 +249,22 @@ func TestPartition(t *testing.T) {
 	PartitionSpec(t, in, in.Members[len(in.Members)-1])
 }
 
-// TestServiceRangeStaysInNodes: on a provider of real nodes (kind), a
-// connection to a Service address no Service holds is refused inside each
-// member's node, from the node and from an agent pod, not routed out of it
-// (StartMember checks the node again after every restart).
-func TestServiceRangeStaysInNodes(t *testing.T) {
+// TestTrafficStaysInNodes: on a provider of real nodes (kind), a
+// connection to a Service address no Service holds, and one to an address
+// outside the docker network, are refused inside each member's node, from
+// the node and from an agent pod, not routed out of it (StartMember checks
+// the node again after every restart).
+func TestTrafficStaysInNodes(t *testing.T) {
 	track(t)
 	independent(t)
-	g, ok := provider.(ServiceRangeGuard)
+	g, ok := provider.(EgressGuard)
 	if !ok {
-		t.Skipf("the %s provider's members are not nodes with a Service range", provider.Name())
+		t.Skipf("the %s provider's members are not nodes on a network of the tests'", provider.Name())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, m := range provider.MemberNames() {
-		if err := g.ServiceRangeStaysInside(ctx, m); err != nil {
+		if err := g.TrafficStaysInside(ctx, m); err != nil {
 			t.Errorf("%s: %v", m, err)
 		}
 	}

@@ -142,13 +142,15 @@ type LostLeaseRestarts interface {
 	LostLeaseRestarts(ctx context.Context, member string) (map[string]int, error)
 }
 
-// ServiceRangeGuard is a provider whose members are nodes with a Service
-// range, which can check that a connection to an address of that range
-// no Service holds is refused inside the node, from the node and from an
-// agent pod, rather than routed out of it to whatever answers beyond.
-type ServiceRangeGuard interface {
-	// ServiceRangeStaysInside says what was not refused, or nil.
-	ServiceRangeStaysInside(ctx context.Context, member string) error
+// EgressGuard is a provider whose members are nodes on a network the
+// tests created, which can check that traffic stays in it: a connection
+// to an address of the Service range no Service holds, and one to an
+// address outside that network, are refused inside the node, from the
+// node and from an agent pod, rather than routed out of it to whatever
+// answers beyond.
+type EgressGuard interface {
+	// TrafficStaysInside says what was not refused, or nil.
+	TrafficStaysInside(ctx context.Context, member string) error
 }
 
 // PausedAgent is one agent process that PauseAgent froze: that process,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -266,36 +267,43 @@ func (p *kindProvider) StartMember(ctx context.Context, name string) error {
 	if err := waitReadyz(ctx, name, m.cfg); err != nil {
 		return err
 	}
-	// The entrypoint keeps the Service range inside the node again on
-	// every start (its network namespace is new): an agent started before
-	// kube-proxy's rules must be refused, not answered from beyond.
-	return p.probeServiceRange(ctx, m, false)
+	// The entrypoint keeps traffic inside the node again on every start
+	// (its network namespace is new): an agent started before kube-proxy's
+	// rules must be refused, not answered from beyond.
+	return p.probeEgress(ctx, m, false)
 }
 
-var _ ServiceRangeGuard = &kindProvider{}
+var _ EgressGuard = &kindProvider{}
 
-// ServiceRangeStaysInside checks, from the member's node and from the
-// network namespace of one of its agent pods, that a TCP connection to an
-// address of the Service range no Service holds is refused at once.
-func (p *kindProvider) ServiceRangeStaysInside(ctx context.Context, member string) error {
+// TrafficStaysInside checks, from the member's node and from the network
+// namespace of one of its agent pods, that a TCP connection to an address
+// of the Service range no Service holds, and one to an address outside
+// the docker network, are refused at once.
+func (p *kindProvider) TrafficStaysInside(ctx context.Context, member string) error {
 	m, err := p.member(member)
 	if err != nil {
 		return err
 	}
-	return p.probeServiceRange(ctx, m, true)
+	return p.probeEgress(ctx, m, true)
 }
 
 // serviceRange is the Service range up.sh gives every cluster
 // (networking.serviceSubnet), the one the node image guards.
 const serviceRange = "10.96.0.0/16"
 
-// probeServiceRange connects to an address of serviceRange that no
-// Service of m holds, on port 443 (what an agent's in-cluster client
-// dials), from m's node and, with fromPod, from an agent pod's network
-// namespace (nsenter, the node's own bash); each must be refused. A
-// connection that opens reached something outside the node; one that
+// outsideAddress is an address outside every docker network of the tests:
+// TEST-NET-1 (RFC 5737), which no host holds. Beyond the node the host's
+// default route would take it, and on a host behind a transparent egress
+// proxy that proxy would answer it.
+const outsideAddress = "192.0.2.1"
+
+// probeEgress connects, on port 443 (what an agent's in-cluster client
+// dials), to an address of serviceRange that no Service of m holds and to
+// outsideAddress, from m's node and, with fromPod, from an agent pod's
+// network namespace (nsenter, the node's own bash); each must be refused.
+// A connection that opens reached something outside the node; one that
 // times out went out too, to nothing.
-func (p *kindProvider) probeServiceRange(ctx context.Context, m *kindMember, fromPod bool) error {
+func (p *kindProvider) probeEgress(ctx context.Context, m *kindMember, fromPod bool) error {
 	var svcs corev1.ServiceList
 	if err := m.c.List(ctx, &svcs); err != nil {
 		return fmt.Errorf("listing the Services of %s: %w", m.name, err)
@@ -306,18 +314,21 @@ func (p *kindProvider) probeServiceRange(ctx context.Context, m *kindMember, fro
 			held[ip] = true
 		}
 	}
-	addr := ""
-	for last := 254; last > 200 && addr == ""; last-- {
+	svcAddr := ""
+	for last := 254; last > 200 && svcAddr == ""; last-- {
 		if a := fmt.Sprintf("10.96.255.%d", last); !held[a] {
-			addr = a
+			svcAddr = a
 		}
 	}
-	if addr == "" {
+	if svcAddr == "" {
 		return fmt.Errorf("%s: every address of 10.96.255.201-254 is a Service's", m.name)
 	}
+	targets := map[string]string{
+		svcAddr:        "a Service address no Service holds, in " + serviceRange,
+		outsideAddress: "an address outside the docker network",
+	}
 	node := m.cluster + "-control-plane"
-	dial := fmt.Sprintf("exec 3<>/dev/tcp/%s/443", addr)
-	where := map[string][]string{"node " + node: {"exec", node, "timeout", "5", "bash", "-c", dial}}
+	where := map[string][]string{"node " + node: {"exec", node}}
 	if fromPod {
 		out, err := exec.CommandContext(ctx, "docker", "exec", node, "crictl", "ps", "-q", "--state", "Running",
 			"--label", "io.kubernetes.pod.namespace="+systemNamespace, "--name", "^agent$").CombinedOutput()
@@ -330,20 +341,23 @@ func (p *kindProvider) probeServiceRange(ctx context.Context, m *kindMember, fro
 		if err != nil || pid == "" {
 			return fmt.Errorf("%s: the agent container's PID (crictl inspect: %v: %s)", m.name, err, out)
 		}
-		where["an agent pod of "+m.name] = []string{"exec", node, "nsenter", "-t", pid, "-n", "timeout", "5", "bash", "-c", dial}
+		where["an agent pod of "+m.name] = []string{"exec", node, "nsenter", "-t", pid, "-n"}
 	}
 	var problems []string
-	for from, args := range where {
-		out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
-		switch {
-		case err == nil:
-			problems = append(problems, fmt.Sprintf("from %s, %s:443 (a Service address no Service holds) answered: the packet left the node", from, addr))
-		case !strings.Contains(string(out), "Connection refused"):
-			problems = append(problems, fmt.Sprintf("from %s, %s:443 was not refused (%v: %s): the packet left the node", from, addr, err, strings.TrimSpace(string(out))))
+	for from, prefix := range where {
+		for addr, what := range targets {
+			args := append(slices.Clone(prefix), "timeout", "5", "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/443", addr))
+			out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+			switch {
+			case err == nil:
+				problems = append(problems, fmt.Sprintf("from %s, %s:443 (%s) answered: the packet left the node", from, addr, what))
+			case !strings.Contains(string(out), "Connection refused"):
+				problems = append(problems, fmt.Sprintf("from %s, %s:443 (%s) was not refused (%v: %s): the packet left the node", from, addr, what, err, strings.TrimSpace(string(out))))
+			}
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("the Service range %s is not kept inside the node:\n  %s", serviceRange, strings.Join(problems, "\n  "))
+		return fmt.Errorf("traffic does not stay inside the node:\n  %s", strings.Join(problems, "\n  "))
 	}
 	return nil
 }

@@ -105,9 +105,11 @@ create_cluster() {
 
 # kind_config NAME [LABELS...] prints a one-node cluster config. The kubelet
 # patch lets it run on cgroup v1 hosts, which Kubernetes 1.35+ refuses by
-# default; on cgroup v2 it changes nothing. The Service range is kind's
-# default, named so that it stays the one the node image's entrypoint keeps
-# inside the node (guard_service_range) on a node's first start.
+# default; on cgroup v2 it changes nothing. The Service and pod ranges are
+# kind's defaults, named so that they stay the ones the node image's
+# entrypoint assumes on a node's first start, before kubeadm wrote them:
+# it keeps the Service range inside the node (guard_service_range) and lets
+# nothing but the docker network and the pod range out (guard_outside).
 kind_config() {
 	local name=$1
 	shift
@@ -117,6 +119,7 @@ apiVersion: kind.x-k8s.io/v1alpha4
 name: $name
 networking:
   serviceSubnet: 10.96.0.0/16
+  podSubnet: 10.244.0.0/16
 kubeadmConfigPatches:
 - |
   kind: KubeletConfiguration
