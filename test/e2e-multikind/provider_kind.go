@@ -292,10 +292,14 @@ func (p *kindProvider) TrafficStaysInside(ctx context.Context, member string) er
 const serviceRange = "10.96.0.0/16"
 
 // outsideAddress is an address outside every docker network of the tests:
-// TEST-NET-1 (RFC 5737), which no host holds. Beyond the node the host's
-// default route would take it, and on a host behind a transparent egress
-// proxy that proxy would answer it.
-const outsideAddress = "192.0.2.1"
+// TEST-NET-3 (RFC 5737), which no host holds. Beyond the node the host's
+// default route would take it: on a host behind a transparent egress
+// proxy that proxy answers it (checked on this project's machines with the
+// guard's rules deleted: the connection opened, from the node and from an
+// agent pod), elsewhere it times out; both fail the check. TEST-NET-1 would
+// not do: this project's machines refuse 192.0.2.0/24 themselves, so its
+// check passed without the guard.
+const outsideAddress = "203.0.113.1"
 
 // probeEgress connects, on port 443 (what an agent's in-cluster client
 // dials), to an address of serviceRange that no Service of m holds and to
