@@ -89,6 +89,17 @@ func (c *Client) resource(gvk schema.GroupVersionKind, namespace string) (dynami
 	return r, nil
 }
 
+// resourceOf returns the dynamic client of obj's resource, in obj's
+// namespace, and obj's kind.
+func (c *Client) resourceOf(obj kclient.Object) (dynamic.ResourceInterface, schema.GroupVersionKind, error) {
+	gvk, err := c.kindOf(obj)
+	if err != nil {
+		return nil, gvk, err
+	}
+	r, err := c.resource(gvk, obj.GetNamespace())
+	return r, gvk, err
+}
+
 // toUnstructured returns obj's content with its apiVersion and kind.
 func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
@@ -200,11 +211,7 @@ func (c *Client) ForceApply(ctx context.Context, obj *unstructured.Unstructured,
 
 // Delete implements kclient.Client.
 func (c *Client) Delete(ctx context.Context, obj kclient.Object, opts kclient.DeleteOptions) error {
-	gvk, err := c.kindOf(obj)
-	if err != nil {
-		return err
-	}
-	r, err := c.resource(gvk, obj.GetNamespace())
+	r, _, err := c.resourceOf(obj)
 	if err != nil {
 		return err
 	}
@@ -220,11 +227,7 @@ func (c *Client) Delete(ctx context.Context, obj kclient.Object, opts kclient.De
 
 // write sends obj through call and stores the answer in obj.
 func (c *Client) write(ctx context.Context, obj kclient.Object, call func(dynamic.ResourceInterface, *unstructured.Unstructured) (*unstructured.Unstructured, error)) error {
-	gvk, err := c.kindOf(obj)
-	if err != nil {
-		return err
-	}
-	r, err := c.resource(gvk, obj.GetNamespace())
+	r, gvk, err := c.resourceOf(obj)
 	if err != nil {
 		return err
 	}
