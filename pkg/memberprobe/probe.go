@@ -11,10 +11,10 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
+
+	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
 )
 
 // Timeout bounds one /readyz request.
@@ -26,7 +26,7 @@ const Timeout = time.Second
 func Readyz(cfg *rest.Config) (func(ctx context.Context) error, error) {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = Timeout
-	rc, err := unversioned(c)
+	rc, err := direct.UntypedRESTClient(c)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func ServerVersion(cfg *rest.Config) string {
 	if c.Timeout == 0 {
 		c.Timeout = versionTimeout
 	}
-	rc, err := unversioned(c)
+	rc, err := direct.UntypedRESTClient(c)
 	if err != nil {
 		return ""
 	}
@@ -63,12 +63,3 @@ func ServerVersion(cfg *rest.Config) string {
 // versionTimeout bounds the /version request of a config without a
 // timeout of its own.
 const versionTimeout = 10 * time.Second
-
-// unversioned returns a REST client for paths outside the API groups
-// (/readyz, /version). Its serializer knows no types, since both answers
-// are read raw: client-go's scheme of every API group (which its
-// discovery client would link) is not needed for them.
-func unversioned(cfg *rest.Config) (*rest.RESTClient, error) {
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
-	return rest.UnversionedRESTClientFor(cfg)
-}

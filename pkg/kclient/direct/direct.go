@@ -156,9 +156,11 @@ func (c *Client) List(ctx context.Context, list kclient.ObjectList, opts kclient
 	if err != nil {
 		return err
 	}
-	var r dynamic.ResourceInterface = c.dyn.Resource(m.Resource)
+	// Unlike resource, a namespaced kind without a namespace lists all.
+	res := c.dyn.Resource(m.Resource)
+	var r dynamic.ResourceInterface = res
 	if opts.Namespace != "" && m.Scope.Name() == meta.RESTScopeNameNamespace {
-		r = c.dyn.Resource(m.Resource).Namespace(opts.Namespace)
+		r = res.Namespace(opts.Namespace)
 	}
 	lo := metav1.ListOptions{Limit: opts.Limit, Continue: opts.Continue}
 	if opts.Labels != nil {

@@ -50,27 +50,30 @@ type groupVersion struct {
 
 // NewMapper returns a Mapper of the apiserver cfg reaches.
 func NewMapper(cfg *rest.Config) (*Mapper, error) {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &schema.GroupVersion{}
-	c.APIPath = "/"
-	c.AcceptContentTypes = "application/json"
-	c.ContentType = "application/json"
-	c.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
-	rc, err := rest.RESTClientFor(c)
+	rc, err := UntypedRESTClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the discovery client: %w", err)
 	}
 	return &Mapper{rc: rc, groups: map[schema.GroupVersion]*groupVersion{}, preferred: map[string]string{}}, nil
 }
 
+// UntypedRESTClient returns a REST client of the apiserver cfg reaches for
+// answers read raw (discovery, /readyz, /version): its serializer knows no
+// types, so it needs neither client-go's scheme of every API group nor its
+// discovery client, which links that scheme.
+func UntypedRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(cfg)
+	c.AcceptContentTypes = "application/json"
+	c.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
+	return rest.UnversionedRESTClientFor(c)
+}
+
 // RESTMapping returns the resource and scope of kind gk in the first of
 // versions the apiserver serves it in (its group's preferred version when
 // none is given), or a *meta.NoKindMatchError.
 func (m *Mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), discoveryTimeout)
-	defer cancel()
 	if len(versions) == 0 {
-		v, err := m.preferredVersion(ctx, gk.Group)
+		v, err := m.preferredVersion(gk.Group)
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +84,7 @@ func (m *Mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RES
 	}
 	for _, v := range versions {
 		gv := schema.GroupVersion{Group: gk.Group, Version: v}
-		r, err := m.lookup(ctx, gv, gk.Kind)
+		r, err := m.lookup(gv, gk.Kind)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +108,7 @@ func (m *Mapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RES
 // a miss in resources read over refetchAfter ago reads them again. The
 // request is made without the lock, so lookups of kinds already known do
 // not wait for it.
-func (m *Mapper) lookup(ctx context.Context, gv schema.GroupVersion, kind string) (*metav1.APIResource, error) {
+func (m *Mapper) lookup(gv schema.GroupVersion, kind string) (*metav1.APIResource, error) {
 	m.mu.Lock()
 	g := m.groups[gv]
 	m.mu.Unlock()
@@ -117,7 +120,7 @@ func (m *Mapper) lookup(ctx context.Context, gv schema.GroupVersion, kind string
 			return nil, nil
 		}
 	}
-	g, err := m.fetch(ctx, gv)
+	g, err := m.fetch(gv)
 	if err != nil {
 		return nil, err
 	}
@@ -132,14 +135,21 @@ func (m *Mapper) lookup(ctx context.Context, gv schema.GroupVersion, kind string
 	return nil, nil
 }
 
+// get reads path raw, within discoveryTimeout.
+func (m *Mapper) get(path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), discoveryTimeout)
+	defer cancel()
+	return m.rc.Get().AbsPath(path).Do(ctx).Raw()
+}
+
 // fetch reads gv's resources from discovery.
-func (m *Mapper) fetch(ctx context.Context, gv schema.GroupVersion) (*groupVersion, error) {
+func (m *Mapper) fetch(gv schema.GroupVersion) (*groupVersion, error) {
 	path := "/apis/" + gv.Group + "/" + gv.Version
 	if gv.Group == "" {
 		path = "/api/" + gv.Version
 	}
 	g := &groupVersion{kinds: map[string]metav1.APIResource{}, fetched: time.Now()}
-	raw, err := m.rc.Get().AbsPath(path).Do(ctx).Raw()
+	raw, err := m.get(path)
 	if apierrors.IsNotFound(err) {
 		return g, nil // the apiserver does not serve gv at all
 	}
@@ -161,7 +171,7 @@ func (m *Mapper) fetch(ctx context.Context, gv schema.GroupVersion) (*groupVersi
 
 // preferredVersion returns group's preferred version, "" when the
 // apiserver does not serve the group.
-func (m *Mapper) preferredVersion(ctx context.Context, group string) (string, error) {
+func (m *Mapper) preferredVersion(group string) (string, error) {
 	if group == "" {
 		return "v1", nil
 	}
@@ -171,7 +181,7 @@ func (m *Mapper) preferredVersion(ctx context.Context, group string) (string, er
 	if ok {
 		return v, nil
 	}
-	raw, err := m.rc.Get().AbsPath("/apis/" + group).Do(ctx).Raw()
+	raw, err := m.get("/apis/" + group)
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
