@@ -11,8 +11,10 @@ import (
 	"runtime/debug"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 
 	"github.com/flotilla-dev/flotilla/agent/setup"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
@@ -76,15 +78,15 @@ func run() error {
 	opts.InsecureMetrics = !*metricsSecure
 
 	logger := zap.New(zap.UseFlagOptions(&zapOpts))
-	ctrl.SetLogger(logger)
+	ctrllog.SetLogger(logger)
 	opts.Logger = logger
-	cfg, err := ctrl.GetConfig()
+	cfg, err := config.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading the member kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = 100, 200
 	opts.Config = cfg
-	ctx := ctrl.SetupSignalHandler()
+	ctx := signals.SetupSignalHandler()
 	logger.Info("starting the agent", "version", setup.Version, "hub", opts.HubAddress, "leaderElection", opts.LeaderElection, "lostLeaseRestarts", reexec.Restarts())
 	err = setup.Run(ctx, opts)
 	// A lost Lease starts over in place rather than exit into the

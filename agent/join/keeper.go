@@ -23,11 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/sync/syncv1"
 )
@@ -59,8 +58,8 @@ type Config struct {
 	// Reader reads the Secrets from the member apiserver (never a cache:
 	// a new leader must see what the last one wrote). Writer writes
 	// them, and Events.
-	Reader client.Reader
-	Writer client.Client
+	Reader kclient.Reader
+	Writer kclient.Client
 	// Namespace holds both Secrets.
 	Namespace string
 	// CredentialsSecret and BootstrapSecret name them; empty means
@@ -106,8 +105,6 @@ type Keeper struct {
 	// unsaved is a renewed pair the Secret does not hold yet.
 	unsaved *pki.KeyPair
 }
-
-var _ manager.LeaderElectionRunnable = (*Keeper)(nil)
 
 // NewKeeper checks cfg and returns a Keeper.
 func NewKeeper(cfg Config) (*Keeper, error) {
@@ -241,7 +238,7 @@ func (k *Keeper) read(ctx context.Context) (secrets, error) {
 // Load reads both Secrets with reader and decides (Decide) at now; empty
 // names mean flotilla-agent-credentials and flotilla-agent-bootstrap. err
 // is set when the apiserver could not answer or Decide fails.
-func Load(ctx context.Context, reader client.Reader, namespace, credentialsSecret, bootstrapSecret string, now time.Time) (Plan, error) {
+func Load(ctx context.Context, reader kclient.Reader, namespace, credentialsSecret, bootstrapSecret string, now time.Time) (Plan, error) {
 	if credentialsSecret == "" {
 		credentialsSecret = flotillav1.AgentCredentialsSecretName
 	}
@@ -258,7 +255,7 @@ func Load(ctx context.Context, reader client.Reader, namespace, credentialsSecre
 
 func (k *Keeper) getSecret(ctx context.Context, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	err := k.cfg.Reader.Get(ctx, client.ObjectKey{Namespace: k.cfg.Namespace, Name: name}, s)
+	err := k.cfg.Reader.Get(ctx, kclient.Key{Namespace: k.cfg.Namespace, Name: name}, s)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -621,13 +618,13 @@ func (k *Keeper) writeCredentials(ctx context.Context, mutate func(map[string][]
 				Data: map[string][]byte{},
 			}
 			mutate(s.Data)
-			return k.cfg.Writer.Create(ctx, s)
+			return k.cfg.Writer.Create(ctx, s, "")
 		}
 		if s.Data == nil {
 			s.Data = map[string][]byte{}
 		}
 		mutate(s.Data)
-		return k.cfg.Writer.Update(ctx, s)
+		return k.cfg.Writer.Update(ctx, s, "")
 	})
 	if err != nil {
 		return fmt.Errorf("writing the credentials Secret %s/%s: %w", k.cfg.Namespace, k.cfg.CredentialsSecret, err)
@@ -663,7 +660,7 @@ func (k *Keeper) deleteBootstrap(ctx context.Context, version string) {
 	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: k.cfg.Namespace, Name: k.cfg.BootstrapSecret}}
 	u := types.UID(uid)
-	err := k.cfg.Writer.Delete(ctx, s, client.Preconditions{UID: &u, ResourceVersion: &rv})
+	err := k.cfg.Writer.Delete(ctx, s, kclient.DeleteOptions{Preconditions: metav1.Preconditions{UID: &u, ResourceVersion: &rv}})
 	switch {
 	case err == nil:
 		k.log.Info("deleted the bootstrap Secret: the agent holds a certificate", "secret", k.cfg.BootstrapSecret)
@@ -697,7 +694,7 @@ func (k *Keeper) event(ctx context.Context, typ, reason, message string) {
 		ReportingController: "flotilla.dev/agent",
 		ReportingInstance:   k.cfg.Instance,
 	}
-	if err := k.cfg.Writer.Create(ctx, ev); err != nil {
+	if err := k.cfg.Writer.Create(ctx, ev, ""); err != nil {
 		k.log.Error(err, "recording an Event failed", "reason", reason, "message", message)
 	}
 }

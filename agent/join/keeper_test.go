@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,13 +25,17 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/internal/testutil"
 	"github.com/flotilla-dev/flotilla/pkg/bootstrap"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
 
 // member is one test's view of the envtest apiserver: a client and a
 // namespace of its own, standing for one member's flotilla-system.
 type member struct {
-	c  client.Client
+	c client.Client
+	// k is the client the keeper gets: the agent's (pkg/kclient/direct).
+	k  kclient.Client
 	ns string
 }
 
@@ -40,11 +45,19 @@ func newMember(t *testing.T) member {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	k, err := direct.New(sharedEnv.Config(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ns := "join-" + rand.String(6)
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	return member{c: c, ns: ns}
+	return member{c: c, k: k, ns: ns}
 }
 
 // writeBootstrap writes the Secret `kubectl flotilla join` would.
@@ -65,7 +78,7 @@ func (m member) writeBootstrap(t *testing.T, hubAddr string, tok bootstrap.Token
 func (m member) keeper(t *testing.T, hubAddr, cluster string) *Keeper {
 	t.Helper()
 	k, err := NewKeeper(Config{
-		Reader: m.c, Writer: m.c, Namespace: m.ns, Cluster: cluster, Target: hubAddr,
+		Reader: m.k, Writer: m.k, Namespace: m.ns, Cluster: cluster, Target: hubAddr,
 		Source: NewSource(), Instance: "test", Logger: testr.New(t),
 		PollInitial: 100 * time.Millisecond, PollMax: 500 * time.Millisecond,
 		RetryInitial: 100 * time.Millisecond, RetryMax: time.Second,

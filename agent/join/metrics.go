@@ -2,7 +2,6 @@ package join
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Results of a renewal, the values of renewals' result label.
@@ -24,14 +23,13 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(renewals, expiry)
 	for _, r := range []string{resultIssued, resultDenied, resultError} {
 		renewals.WithLabelValues(r)
 	}
 }
 
-// Collectors are this package's metrics, which init registers on
-// controller-runtime's registry; the metrics reference lists them.
+// Collectors are this package's metrics, which the agent registers on
+// the registry its /metrics serves; the metrics reference lists them.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{renewals, expiry}
 }

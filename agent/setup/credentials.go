@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent/join"
 	"github.com/flotilla-dev/flotilla/internal/startup"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
 
@@ -49,7 +48,7 @@ type agentIdentity struct {
 // apiserver, so it meets what a node that just started has not set up
 // yet. Any other error (refused credentials, a Secret that does not
 // parse) is returned at once.
-func loadPlan(ctx context.Context, log logr.Logger, c client.Reader, namespace, credentialsSecret, bootstrapSecret string) (join.Plan, error) {
+func loadPlan(ctx context.Context, log logr.Logger, c kclient.Reader, namespace, credentialsSecret, bootstrapSecret string) (join.Plan, error) {
 	return startup.Retry(ctx, log, "reading the agent's Secrets", func(ctx context.Context) (join.Plan, error) {
 		return join.Load(ctx, c, namespace, credentialsSecret, bootstrapSecret, time.Now())
 	})
@@ -58,11 +57,7 @@ func loadPlan(ctx context.Context, log logr.Logger, c client.Reader, namespace, 
 // resolveIdentity decides (join.Decide) where the agent's identity comes
 // from: its Secrets (a certificate, a pending request or a bootstrap
 // token), else --cert-file, --key-file and --ca-file.
-func resolveIdentity(opts Options, scheme *runtime.Scheme) (agentIdentity, error) {
-	c, err := client.New(opts.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		return agentIdentity{}, err
-	}
+func resolveIdentity(opts Options, c kclient.Reader) (agentIdentity, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), startup.Timeout)
 	defer cancel()
 	plan, err := loadPlan(ctx, opts.Logger, c, agentNamespace(opts), opts.CredentialsSecret, opts.BootstrapSecret)

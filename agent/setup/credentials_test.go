@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
 	"github.com/go-logr/logr/testr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/agent/join"
 	"github.com/flotilla-dev/flotilla/internal/startup"
@@ -34,7 +34,7 @@ func TestIdentityReadWaitsForTheAPIServer(t *testing.T) {
 	t.Run("refused connections are tried again", func(t *testing.T) {
 		p := testutil.NewLateAddr(t, cfg)
 		var requests atomic.Int32
-		c, err := client.New(p.Config(&requests), client.Options{Scheme: scheme})
+		c, err := direct.New(p.Config(&requests), scheme)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestIdentityReadWaitsForTheAPIServer(t *testing.T) {
 		bad := p.Config(&requests)
 		bad.CertData, bad.KeyData, bad.CertFile, bad.KeyFile = nil, nil, "", ""
 		bad.BearerToken = "not-a-token-this-apiserver-knows"
-		c, err := client.New(bad, client.Options{Scheme: scheme})
+		c, err := direct.New(bad, scheme)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestIdentityReadWaitsForTheAPIServer(t *testing.T) {
 	t.Run("an address that never answers ends with ctx", func(t *testing.T) {
 		p := testutil.NewLateAddr(t, cfg)
 		var requests atomic.Int32
-		c, err := client.New(p.Config(&requests), client.Options{Scheme: scheme})
+		c, err := direct.New(p.Config(&requests), scheme)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -193,14 +193,14 @@ func TestAgentRefusesAnotherFleetThenBrakesThePrune(t *testing.T) {
 			CertFile: filepath.Join(certDir, pki.AgentCertFile("east")), KeyFile: filepath.Join(certDir, pki.AgentKeyFile("east")),
 			CAFile: filepath.Join(certDir, pki.CACertFile), MetricsAddr: "0", ProbeAddr: "0",
 			HeartbeatInterval: time.Second, ResourceInterval: time.Second, CreateNamespaces: true,
-			Logger: testr.New(t), SkipNameValidation: true, Registerer: reg,
+			Logger: testr.New(t), Registerer: reg,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- a.Manager.Start(mctx) }()
+		go func() { done <- a.Start(mctx) }()
 		var once sync.Once
 		stop := func() {
 			once.Do(func() {

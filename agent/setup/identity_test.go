@@ -17,6 +17,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
@@ -76,7 +77,15 @@ func TestFleetIdentityRecord(t *testing.T) {
 	ctx := context.Background()
 	const ns = "identity-test"
 	applier := &identityApplier{}
-	id := &works.FleetIdentity{Reader: c, Writer: c, Namespace: ns, Applier: applier, Log: testr.New(t)}
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := direct.New(cfg, scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := &works.FleetIdentity{Reader: kc, Writer: kc, Namespace: ns, Applier: applier, Log: testr.New(t)}
 	record := func() map[string]string {
 		t.Helper()
 		cm := &corev1.ConfigMap{}
@@ -219,7 +228,7 @@ func TestLeaderLockIdentityIsTheFences(t *testing.T) {
 		CertFile: filepath.Join(certDir, pki.AgentCertFile("east")), KeyFile: filepath.Join(certDir, pki.AgentKeyFile("east")),
 		CAFile:         filepath.Join(certDir, pki.CACertFile),
 		LeaderElection: true, LeaderElectionID: "flotilla-agent", LeaderElectionNamespace: "leader-test",
-		MetricsAddr: "0", ProbeAddr: "0", Instance: "agent-0", Logger: testr.New(t), SkipNameValidation: true,
+		MetricsAddr: "0", ProbeAddr: "0", Instance: "agent-0", Logger: testr.New(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +238,7 @@ func TestLeaderLockIdentityIsTheFences(t *testing.T) {
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.Manager.Start(mctx) }()
+	go func() { done <- a.Start(mctx) }()
 	defer func() {
 		cancel()
 		<-done

@@ -37,7 +37,7 @@ func TestAgentJoinsAndRotatesKeepingTheStream(t *testing.T) {
 	a, err := New(Options{
 		Config: cfg, Namespace: ns, MetricsAddr: "0", ProbeAddr: "0",
 		HeartbeatInterval: time.Second, ResourceInterval: time.Second,
-		Logger: testr.New(t), SkipNameValidation: true,
+		Logger: testr.New(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestAgentJoinsAndRotatesKeepingTheStream(t *testing.T) {
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.Manager.Start(mctx) }()
+	go func() { done <- a.Start(mctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -118,7 +118,7 @@ func TestNewWithoutIdentity(t *testing.T) {
 	_, err := New(Options{
 		Config: cfg, Namespace: "agent-noid-" + rand.String(5), HubAddress: "127.0.0.1:1",
 		CertFile: "/nonexistent/tls.crt", KeyFile: "/nonexistent/tls.key", CAFile: "/nonexistent/ca.crt",
-		MetricsAddr: "0", ProbeAddr: "0", Logger: testr.New(t), SkipNameValidation: true,
+		MetricsAddr: "0", ProbeAddr: "0", Logger: testr.New(t),
 	})
 	if err == nil || !strings.Contains(err.Error(), "neither a credentials Secret nor a bootstrap Secret") || !strings.Contains(err.Error(), "--cert-file") {
 		t.Fatalf("New: %v; want an error naming the Secrets and the files it looked for", err)
@@ -146,14 +146,14 @@ func TestOnlyTheLeaderJoinsAndANewLeaderUsesTheNewestCertificate(t *testing.T) {
 			Config: cfg, Namespace: ns, LeaderElection: true, LeaderElectionID: "flotilla-agent.flotilla.dev", LeaderElectionNamespace: ns,
 			MetricsAddr: "0", ProbeAddr: "0", Instance: instance,
 			HeartbeatInterval: time.Second, ResourceInterval: time.Second,
-			Logger: logs.Logger().WithValues("instance", instance), SkipNameValidation: true,
+			Logger: logs.Logger().WithValues("instance", instance),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- a.Manager.Start(mctx) }()
+		go func() { done <- a.Start(mctx) }()
 		stopped := false
 		stop := func() {
 			if stopped {
@@ -236,14 +236,14 @@ func TestDeniedJoinStopsTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &testutil.LogBuffer{}
-	a, err := New(Options{Config: cfg, Namespace: ns, MetricsAddr: "0", ProbeAddr: "0", Logger: logs.Logger(), SkipNameValidation: true})
+	a, err := New(Options{Config: cfg, Namespace: ns, MetricsAddr: "0", ProbeAddr: "0", Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- a.Manager.Start(mctx) }()
+	go func() { done <- a.Start(mctx) }()
 	testutil.Eventually(t, "the agent's certificate request on the hub", 60*time.Second, func() error {
 		if n := len(hub.Requests()); n != 1 {
 			return fmt.Errorf("%d requests", n)

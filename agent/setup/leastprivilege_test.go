@@ -72,14 +72,14 @@ func TestAgentRunsWithShippedRBAC(t *testing.T) {
 		CAFile:         filepath.Join(certDir, pki.CACertFile),
 		LeaderElection: true, LeaderElectionID: leaseName, LeaderElectionNamespace: ns,
 		MetricsAddr: metricsAddr, ProbeAddr: "0", Instance: "agent-0",
-		Logger: logs.Logger(), SkipNameValidation: true,
+		Logger: logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.Manager.Start(mctx) }()
+	go func() { done <- a.Start(mctx) }()
 	stopped := false
 	stop := func() {
 		if stopped {

@@ -92,14 +92,14 @@ func TestAgentReportsNamespaceDenied(t *testing.T) {
 		CertFile: filepath.Join(certDir, pki.AgentCertFile("east")), KeyFile: filepath.Join(certDir, pki.AgentKeyFile("east")),
 		CAFile: filepath.Join(certDir, pki.CACertFile), MetricsAddr: "0", ProbeAddr: "0",
 		HeartbeatInterval: time.Second, ResourceInterval: time.Second, CreateNamespaces: true,
-		Logger: testr.New(t), SkipNameValidation: true,
+		Logger: testr.New(t),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.Manager.Start(mctx) }()
+	go func() { done <- a.Start(mctx) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done

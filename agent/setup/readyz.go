@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
@@ -49,21 +48,17 @@ const (
 // moved at its maximum age), not news.
 const autonomyAfter = 10 * time.Second
 
-// addProbes registers the agent's liveness and readiness checks on mgr.
-func addProbes(mgr ctrl.Manager, member func(ctx context.Context) error, host string, stream *streamWatch) error {
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck(CheckMemberAPIServer, func(req *http.Request) error {
+// addProbes registers the agent's liveness and readiness checks on p.
+func addProbes(p *process, member func(ctx context.Context) error, host string, stream *streamWatch) {
+	p.AddHealthzCheck("ping", healthz.Ping)
+	p.AddReadyzCheck(CheckMemberAPIServer, func(req *http.Request) error {
 		if err := member(req.Context()); err != nil {
 			return fmt.Errorf("the member apiserver at %s does not answer: %w; this agent can apply and repair nothing until it does", host, err)
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	elected := mgr.Elected()
-	return mgr.AddReadyzCheck(CheckHubStream, func(*http.Request) error {
+	})
+	elected := p.Elected()
+	p.AddReadyzCheck(CheckHubStream, func(*http.Request) error {
 		select {
 		case <-elected:
 			return stream.check()

@@ -17,32 +17,29 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/flotilla-dev/flotilla/agent/capacity"
 	"github.com/flotilla-dev/flotilla/agent/join"
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/internal/promreg"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
 	"github.com/flotilla-dev/flotilla/pkg/health"
-	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/informer"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 	"github.com/flotilla-dev/flotilla/pkg/memberprobe"
-	"github.com/flotilla-dev/flotilla/pkg/serving"
+	"github.com/flotilla-dev/flotilla/pkg/serving/metricsauth"
+	"github.com/flotilla-dev/flotilla/pkg/serving/metricsserver"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 	"github.com/flotilla-dev/flotilla/pkg/works"
 )
@@ -122,7 +119,7 @@ type Options struct {
 	// Lease are the leader election timings (DefaultLease when zero).
 	// The Lease duration plus a little must fit in the hub's heartbeat
 	// grace: a replica replacing a killed leader heartbeats only then.
-	Lease serving.LeaseTimings
+	Lease leader.LeaseTimings
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz.
 	MetricsAddr, ProbeAddr string
 	// PprofAddr serves Go's /debug/pprof (empty: off). Plain HTTP with no
@@ -163,17 +160,16 @@ type Options struct {
 	Instance string
 	// Logger is the manager's logger.
 	Logger logr.Logger
-	// SkipNameValidation lets tests run several agents in one process.
-	SkipNameValidation bool
-	// Registerer takes the agent's own metrics (metrics.go); nil means
-	// controller-runtime's registry, which /metrics serves. Tests give
-	// each agent its own.
+	// Registerer takes the agent's own metrics (metrics.go); nil means a
+	// registry of the agent's own, with Go's and the process's
+	// collectors, which /metrics serves. Tests give each agent its own;
+	// /metrics serves it when it is also a Gatherer.
 	Registerer prometheus.Registerer
 }
 
 // Agent is a wired agent and the parts tests reach into.
 type Agent struct {
-	Manager manager.Manager
+	process *process
 	Store   *works.Store
 	Sync    *syncclient.Client
 	// Credentials holds the certificate the stream presents when the
@@ -184,11 +180,22 @@ type Agent struct {
 	LeaderIdentity string
 }
 
-// Scheme returns the agent's scheme (core types).
+// Start runs the agent until ctx ends (nil) or it fails; a replica that
+// lost its Lease returns an error saying "leader election lost".
+func (a *Agent) Start(ctx context.Context) error { return a.process.Start(ctx) }
+
+// Scheme returns the agent's scheme: only the API groups it reads and
+// writes typed. It is not client-go's scheme of every group, which the
+// agent does not link (docs/architecture.md, "Executable size").
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, discoveryv1.AddToScheme,
+		coordinationv1.AddToScheme, metricsauth.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -199,7 +206,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return a.Manager.Start(ctx)
+	return a.Start(ctx)
 }
 
 // New builds the agent, ready to Start.
@@ -221,6 +228,13 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One client for every read the agent makes of the apiserver itself
+	// (never a cache) and for every write: client-go's dynamic client,
+	// typed through the agent's scheme.
+	kc, err := direct.New(opts.Config, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("agent: building the member client: %w", err)
+	}
 	owned, err := labels.NewRequirement(flotillav1.LabelWork, selection.Exists, nil)
 	if err != nil {
 		return nil, err
@@ -229,64 +243,77 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The agent builds its leader lock itself so that it knows its own
-	// holder identity, which the deletion fence checks.
-	var lock resourcelock.Interface
-	var leaseKey client.ObjectKey
+	ownedSel, dependencySel := labels.NewSelector().Add(*owned), labels.NewSelector().Add(*dependency)
+	cache, err := informer.New(opts.Config, scheme, []informer.Kind{
+		// Only what Flotilla applied: a member's other Deployments cost
+		// the agent nothing.
+		{Object: &appsv1.Deployment{}, Labels: ownedSel},
+		{Object: &corev1.Service{}, Labels: ownedSel},
+		// Dependencies carry no Work label (several Works share one).
+		{Object: &corev1.ConfigMap{}, Labels: dependencySel},
+		{Object: &corev1.Secret{}, Labels: dependencySel},
+		{Object: &corev1.ServiceAccount{}, Labels: dependencySel},
+		// A Service's EndpointSlices carry its labels.
+		{Object: &discoveryv1.EndpointSlice{}, Labels: ownedSel},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: building its cache: %w", err)
+	}
+	lease := opts.Lease.OrDefault(DefaultLease)
+	if err := lease.Validate(); err != nil {
+		return nil, err
+	}
+	proc := newProcess(opts.Logger)
+	proc.cache = cache
+	proc.probeAddr, proc.pprofAddr = opts.ProbeAddr, opts.PprofAddr
+
+	// The registry /metrics serves: the test's, when it gives one that
+	// can be gathered, else the agent's own with Go's and the process's
+	// collectors.
+	reg := opts.Registerer
+	gatherer, _ := reg.(prometheus.Gatherer)
+	if reg == nil || gatherer == nil {
+		own := prometheus.NewRegistry()
+		if err := own.Register(collectors.NewGoCollector()); err != nil {
+			return nil, err
+		}
+		if err := own.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+			return nil, err
+		}
+		if reg == nil {
+			reg = own
+		}
+		gatherer = own
+	}
+
+	var leaseKey kclient.Key
 	leaderID := ""
 	if opts.LeaderElection {
-		leaseKey = client.ObjectKey{Namespace: opts.LeaderElectionNamespace, Name: opts.LeaderElectionID}
+		leaseKey = kclient.Key{Namespace: opts.LeaderElectionNamespace, Name: opts.LeaderElectionID}
 		if leaseKey.Namespace == "" {
 			leaseKey.Namespace = agentNamespace(opts)
 		}
 		if leaseKey.Name == "" {
 			return nil, errors.New("agent: leader election needs a Lease name (--leader-election-id)")
 		}
-		if lock, leaderID, err = leader.Lock(opts.Config, leaseKey.Namespace, leaseKey.Name, opts.Instance); err != nil {
-			return nil, err
+		leaderID = leader.NewIdentity(opts.Instance)
+		el, err := leader.New(leader.Config{
+			Client: kc, Key: leaseKey, Identity: leaderID,
+			// A killed leader cannot release its Lease: a new agent
+			// process waits out LeaseDuration (plus up to 2.2
+			// RetryPeriods) before it heartbeats again, and that must fit
+			// in the hub's heartbeat grace (docs/architecture.md, timing
+			// budget).
+			LeaseDuration: lease.Duration, RenewDeadline: lease.RenewDeadline, RetryPeriod: lease.RetryPeriod,
+			Log: opts.Logger.WithName("leader-election"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
 		}
-	}
-	lease := opts.Lease.OrDefault(DefaultLease)
-	if err := lease.Validate(); err != nil {
-		return nil, err
-	}
-	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
-		Scheme:                        scheme,
-		Logger:                        opts.Logger,
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              opts.LeaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		// A killed leader cannot release its Lease: a new agent process
-		// waits out LeaseDuration (plus up to 2.2 RetryPeriods) before it
-		// heartbeats again, and that must fit in the hub's heartbeat grace
-		// (docs/architecture.md, timing budget).
-		LeaseDuration:          durationPtr(lease.Duration),
-		RenewDeadline:          durationPtr(lease.RenewDeadline),
-		RetryPeriod:            durationPtr(lease.RetryPeriod),
-		Metrics:                agentMetricsOptions(opts.MetricsAddr, !opts.InsecureMetrics),
-		HealthProbeBindAddress: opts.ProbeAddr,
-		PprofBindAddress:       opts.PprofAddr,
-		Controller:             config.Controller{SkipNameValidation: &opts.SkipNameValidation},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only what Flotilla applied: a member's other Deployments
-			// cost the agent nothing.
-			&appsv1.Deployment{}: {Label: labels.NewSelector().Add(*owned)},
-			&corev1.Service{}:    {Label: labels.NewSelector().Add(*owned)},
-			// Dependencies carry no Work label (several Works share one).
-			&corev1.ConfigMap{}:      {Label: labels.NewSelector().Add(*dependency)},
-			&corev1.Secret{}:         {Label: labels.NewSelector().Add(*dependency)},
-			&corev1.ServiceAccount{}: {Label: labels.NewSelector().Add(*dependency)},
-			// A Service's EndpointSlices carry its labels.
-			&discoveryv1.EndpointSlice{}: {Label: labels.NewSelector().Add(*owned)},
-		}},
-
-		// Nil unless leader election is on: then the agent's own lock,
-		// whose holder identity the fence knows.
-		LeaderElectionResourceLockInterface: lock,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the agent manager: %w", err)
+		proc.elector = el
+		if err := promreg.Replace(reg, el.Collector()); err != nil {
+			return nil, fmt.Errorf("registering the leader election metric: %w", err)
+		}
 	}
 
 	// The applied set lives beside the identity record, in the agent's
@@ -305,18 +332,15 @@ func New(opts Options) (*Agent, error) {
 	if opts.LeaderElection {
 		// Before each batch of deletions the applier checks, live, that
 		// this replica still leads: a paused old leader deletes nothing.
-		applyOpts.Fence = leader.Fence(crclient.Reader(mgr.GetAPIReader()), leaseKey, leaderID, time.Now)
+		applyOpts.Fence = leader.Fence(kc, leaseKey, leaderID, time.Now)
 	}
-	// The applier reads through the manager's cache of what Flotilla
-	// applied and writes through the manager's client. pkg/kclient/direct
-	// is the writer an agent without controller-runtime will pass; while
-	// the manager stays, both clients' code would be resident (measured:
-	// about 1.5 MiB more RSS at rest, docs/benchmarks.md), so not yet.
-	applier := apply.New(crclient.Reader(works.TypedReader{Cache: mgr.GetCache(), Scheme: scheme}), crclient.Client(mgr.GetClient()), applyOpts)
+	// The applier reads through the cache of what Flotilla applied and
+	// writes through the member client.
+	applier := apply.New(cache, kc, applyOpts)
 	store := works.NewStore(applier)
 	am := newAgentMetrics()
 	store.SetApplyObserver(am.observeApply)
-	runner := &health.Runner{Works: store, Reader: crclient.Reader(mgr.GetClient())}
+	runner := &health.Runner{Works: store, Reader: kc}
 	if opts.PrometheusURL != "" {
 		prom, err := health.NewPrometheus(opts.PrometheusURL, nil)
 		if err != nil {
@@ -325,22 +349,18 @@ func New(opts Options) (*Agent, error) {
 		runner.Prometheus = prom
 	}
 	store.SetHealth(runner.Status)
-	if err := mgr.Add(runner); err != nil {
-		return nil, err
-	}
-	summarizer := &capacity.Summarizer{Reader: crclient.Reader(mgr.GetAPIReader()), Interval: opts.ResourceInterval}
-	if err := mgr.Add(summarizer); err != nil {
-		return nil, err
-	}
+	proc.Add(runner)
+	summarizer := &capacity.Summarizer{Reader: kc, Interval: opts.ResourceInterval}
+	proc.Add(summarizer)
 
-	ident, err := resolveIdentity(opts, scheme)
+	ident, err := resolveIdentity(opts, kc)
 	if err != nil {
 		return nil, err
 	}
 	opts.Logger.Info("the agent's identity", "source", ident.plan.Mode.String(), "why", ident.plan.Why, "hub", ident.target)
 	if ident.source != nil {
 		keeper, err := join.NewKeeper(join.Config{
-			Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: agentNamespace(opts),
+			Reader: kc, Writer: kc, Namespace: agentNamespace(opts),
 			CredentialsSecret: opts.CredentialsSecret, BootstrapSecret: opts.BootstrapSecret,
 			Cluster: ident.cluster, Target: ident.target, ServerName: ident.serverName,
 			Source: ident.source, Instance: opts.Instance, Logger: opts.Logger,
@@ -348,15 +368,13 @@ func New(opts Options) (*Agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := mgr.Add(keeper); err != nil {
-			return nil, err
-		}
+		proc.Add(keeper)
 	}
 	kubeVersion := memberprobe.ServerVersion(opts.Config)
 	// The agent's record of the fleet it serves, checked on every hello
 	// before anything is applied.
 	identity := &works.FleetIdentity{
-		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: agentNamespace(opts),
+		Reader: kc, Writer: kc, Namespace: agentNamespace(opts),
 		Accept: opts.AcceptFleetID, Applier: applier, Log: opts.Logger.WithName("fleet-identity"),
 	}
 	// The Store, noting when the hub refuses this agent (hub-stream check).
@@ -378,13 +396,16 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	store.SetReporter(sc)
+	controller := &works.Controller{Reader: cache, Store: store, Log: opts.Logger.WithName("work")}
+	if err := controller.Watch(cache); err != nil {
+		return nil, fmt.Errorf("setting up the Work controller: %w", err)
+	}
+	proc.Add(controller)
 	am.state.client, am.state.store = sc, store
-	if err := am.register(opts.Registerer); err != nil {
+	if err := am.register(reg); err != nil {
 		return nil, fmt.Errorf("registering the agent's metrics: %w", err)
 	}
-	if err := mgr.Add(leaderGauge{g: am.leader}); err != nil {
-		return nil, err
-	}
+	proc.Add(leaderGauge{g: am.leader})
 	check, err := memberprobe.Readyz(opts.Config)
 	if err != nil {
 		return nil, err
@@ -393,36 +414,46 @@ func New(opts Options) (*Agent, error) {
 	if ident.source != nil {
 		run = waitForCertificate(ident.source, run)
 	}
-	if err := mgr.Add(newMemberGate(run, check, opts.Logger.WithName("member-gate"))); err != nil {
-		return nil, err
-	}
-	if err := (&works.Reconciler{Reader: mgr.GetCache(), Store: store}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the Work reconciler: %w", err)
-	}
+	proc.Add(newMemberGate(run, check, opts.Logger.WithName("member-gate")))
 	watch := newStreamWatch(sc.State, applierOfHub, ident.target, opts.Logger.WithName("hub-stream"))
-	if err := mgr.Add(watch); err != nil {
+	proc.Add(watch)
+	addProbes(proc, check, opts.Config.Host, watch)
+	metrics, err := agentMetricsServer(opts, gatherer, kc)
+	if err != nil {
 		return nil, err
 	}
-	if err := addProbes(mgr, check, opts.Config.Host, watch); err != nil {
-		return nil, err
-	}
-	return &Agent{Manager: mgr, Store: store, Sync: sc, Credentials: ident.source, LeaderIdentity: leaderID}, nil
+	proc.Add(metrics)
+	return &Agent{process: proc, Store: store, Sync: sc, Credentials: ident.source, LeaderIdentity: leaderID}, nil
 }
 
 // DefaultLease is the agent's leader election timings unless
 // Options.Lease (--leader-election-*) sets them: a killed leader's Lease
 // expires in 5 s, well inside the hub's default heartbeat grace.
-var DefaultLease = serving.LeaseTimings{Duration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 500 * time.Millisecond}
+var DefaultLease = leader.LeaseTimings{Duration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 500 * time.Millisecond}
 
-func durationPtr(d time.Duration) *time.Duration { return &d }
-
-// agentMetricsOptions are pkg/serving's /metrics options, uncompressed:
-// an agent's /metrics is small, and the gzip writer promhttp keeps between
-// scrapes holds about 0.8 MB of heap on every member (docs/benchmarks.md,
-// 2026-12-05 latest). The hub's, which grows with the fleet, stays
-// compressed.
-func agentMetricsOptions(addr string, secure bool) metricsserver.Options {
-	o := serving.MetricsOptions(addr, secure)
-	o.HandlerOpts = append(o.HandlerOpts, func(h *promhttp.HandlerOpts) { h.DisableCompression = true })
-	return o
+// agentMetricsServer serves /metrics from gatherer: HTTPS for scrapers
+// whose bearer token the member apiserver authenticates and whose
+// identity may get /metrics (pkg/serving/metricsauth, reviewing through
+// kc), or plain HTTP with --metrics-secure=false (the local testbed).
+// Uncompressed: an agent's /metrics is small, and the gzip writer promhttp
+// keeps between scrapes holds about 0.8 MB of heap on every member
+// (docs/benchmarks.md, 2026-12-05 latest). The hub's, which grows with
+// the fleet, stays compressed.
+func agentMetricsServer(opts Options, gatherer prometheus.Gatherer, kc kclient.Client) (*metricsserver.Server, error) {
+	addr := opts.MetricsAddr
+	if addr == "" {
+		addr = metricsserver.Disabled
+	}
+	o := metricsserver.Options{
+		Addr: addr, Gatherer: gatherer, Secure: !opts.InsecureMetrics,
+		DisableCompression: true, Log: opts.Logger.WithName("metrics"),
+	}
+	if o.Secure {
+		o.Filter = metricsauth.NewFilter(kc, opts.Logger.WithName("metrics-auth"))
+	}
+	s, err := metricsserver.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/flotilla-dev/flotilla/hub/internal/controllers/membercluster"
 	"github.com/flotilla-dev/flotilla/hub/internal/metrics"
@@ -37,14 +38,14 @@ func MetricCollectors() []prometheus.Collector {
 // controller-runtime's registry, and runs the leader gauge.
 func addHubMetrics(mgr manager.Manager, opts Options, hub *Hub) error {
 	// Another hub in this process (tests): the newest is described.
-	if err := promreg.Replace(opts.Registerer, &membercluster.HeartbeatCollector{Tracker: hub.Tracker}); err != nil {
+	if err := promreg.Replace(registererOf(opts.Registerer), &membercluster.HeartbeatCollector{Tracker: hub.Tracker}); err != nil {
 		return err
 	}
-	if err := promreg.Replace(opts.Registerer, reexec.Collectors()...); err != nil {
+	if err := promreg.Replace(registererOf(opts.Registerer), reexec.Collectors()...); err != nil {
 		return err
 	}
 	series := &metrics.AppSeries{Reader: mgr.GetCache()}
-	if err := promreg.Replace(opts.Registerer, series); err != nil {
+	if err := promreg.Replace(registererOf(opts.Registerer), series); err != nil {
 		return err
 	}
 	if err := mgr.Add(series); err != nil {
@@ -65,4 +66,13 @@ func (hubLeaderGauge) Start(ctx context.Context) error {
 	<-ctx.Done()
 	metrics.HubLeader.Set(0)
 	return nil
+}
+
+// registererOf is reg, or controller-runtime's registry (which the hub's
+// /metrics serves) when reg is nil.
+func registererOf(reg prometheus.Registerer) prometheus.Registerer {
+	if reg == nil {
+		return ctrlmetrics.Registry
+	}
+	return reg
 }

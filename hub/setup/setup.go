@@ -40,6 +40,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/idlemem"
 	"github.com/flotilla-dev/flotilla/pkg/kclient/crclient"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
+	"github.com/flotilla-dev/flotilla/pkg/leader/leaselock"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/serving"
 	syncserver "github.com/flotilla-dev/flotilla/pkg/sync/server"
@@ -80,7 +81,7 @@ type Options struct {
 	// else $POD_NAMESPACE, else flotilla-system.
 	Namespace string
 	// Lease are the leader election timings (DefaultLease when zero).
-	Lease serving.LeaseTimings
+	Lease leader.LeaseTimings
 	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz
 	// ("0" disables).
 	MetricsAddr, ProbeAddr string
@@ -414,7 +415,7 @@ func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reco
 	}
 	hub := &Hub{Manager: mgr, Tracker: tracker, StatusWriter: statusWriter}
 	if !opts.KeepIdleMemory {
-		if err := promreg.Replace(opts.Registerer, idlemem.Collectors()...); err != nil {
+		if err := promreg.Replace(registererOf(opts.Registerer), idlemem.Collectors()...); err != nil {
 			return nil, nil, err
 		}
 		if err := mgr.Add(&idlemem.Releaser{Log: opts.Logger.WithName("idle-memory")}); err != nil {
@@ -746,7 +747,7 @@ func newLeaderLock(opts Options) (leaderLease, error) {
 	if instance == "" {
 		instance, _ = os.Hostname()
 	}
-	lock, id, err := leader.Lock(opts.Config, ns, opts.LeaderElectionID, instance)
+	lock, id, err := leaselock.New(opts.Config, ns, opts.LeaderElectionID, instance)
 	if err != nil {
 		return leaderLease{}, err
 	}
@@ -785,4 +786,4 @@ func splitHostPort(addr string) (string, int, error) {
 // DefaultLease is the hub's leader election timings unless Options.Lease
 // (--leader-election-*) sets them: a dead leader is replaced within about
 // 8 s.
-var DefaultLease = serving.LeaseTimings{Duration: 8 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: time.Second}
+var DefaultLease = leader.LeaseTimings{Duration: 8 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: time.Second}

@@ -7,15 +7,16 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Replace registers cs on reg (controller-runtime's registry when nil); a
-// collector already registered there under the same descriptors is
-// unregistered first, so the newest instance is the one described.
+// Replace registers cs on reg; a collector already registered there
+// under the same descriptors is unregistered first, so the newest instance
+// is the one described. (The package links no controller-runtime: the
+// agent, which does not link it, registers on its own registry; the hub
+// passes controller-runtime's.)
 func Replace(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	if reg == nil {
-		reg = ctrlmetrics.Registry
+		return errors.New("promreg: no registry to register on")
 	}
 	for _, c := range cs {
 		err := reg.Register(c)

@@ -46,6 +46,12 @@ func TestApplierLinksNoTypedScheme(t *testing.T) {
 		"github.com/flotilla-dev/flotilla/pkg/health",
 		"github.com/flotilla-dev/flotilla/pkg/memberprobe",
 		"github.com/flotilla-dev/flotilla/pkg/sync/client",
+		// Its /metrics server and filter (pkg/serving/metricsserver's
+		// tests also refuse anything of controller-runtime).
+		"github.com/flotilla-dev/flotilla/pkg/serving/metricsauth",
+		"github.com/flotilla-dev/flotilla/pkg/serving/metricsserver",
+		// Its leader election (pkg/leader checks a longer list itself).
+		"github.com/flotilla-dev/flotilla/pkg/leader",
 	} {
 		linksNothingOf(t, pkg,
 			"sigs.k8s.io/controller-runtime/pkg/client",

@@ -1,9 +1,14 @@
-// Package leader helps a leader-elected component prove, before it
-// deletes anything, that it still leads: Lock builds the Lease lock with an
-// identity the caller knows, and Fence reads that Lease live and fails
-// unless the caller holds it. The agent and the hub's push mode fence
-// pkg/apply's deletions with it, so a paused old leader that resumes after
-// a new one took over deletes nothing.
+// Package leader elects one replica of a component as its leader and
+// helps the leader prove, before it deletes anything, that it still leads.
+// Elector runs the election on a coordination.k8s.io Lease, as client-go's
+// leader election does, but through the narrow kclient.Client, so that an
+// agent without controller-runtime does not link client-go's typed
+// clients and their scheme of every API group (docs/architecture.md,
+// "Executable size"); leaselock builds client-go's own Lease lock for a
+// controller-runtime manager. Fence reads the Lease live and fails unless
+// the caller holds it. The agent and the hub's push mode fence pkg/apply's
+// deletions with it, so a paused old leader that resumes after a new one
+// took over deletes nothing.
 package leader
 
 import (
@@ -12,30 +17,17 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
-// Lock is a leader election Lease lock for controller-runtime's
-// Options.LeaderElectionResourceLockInterface, built here rather than by
-// controller-runtime so that the caller knows its own holder identity
-// (instance_uuid, returned), which Fence compares with the Lease's.
-func Lock(cfg *rest.Config, namespace, name, instance string) (resourcelock.Interface, string, error) {
-	c, err := coordinationclient.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"))
-	if err != nil {
-		return nil, "", fmt.Errorf("building the leader election client: %w", err)
-	}
-	id := instance + "_" + string(uuid.NewUUID())
-	return &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Client:     c,
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}, id, nil
+// NewIdentity returns a leader election holder identity for instance (a
+// pod or host name): instance_uuid. The uuid tells apart two processes of
+// one instance, such as a restarted agent and the old process it replaces,
+// which must not both think they hold the Lease.
+func NewIdentity(instance string) string {
+	return instance + "_" + string(uuid.NewUUID())
 }
 
 // Fence is pkg/apply's Options.Fence: before each batch of deletions it

@@ -8,9 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 	syncclient "github.com/flotilla-dev/flotilla/pkg/sync/client"
 )
 
@@ -27,8 +27,8 @@ const (
 // annotation counts at the next reconnect.
 type FleetIdentity struct {
 	// Reader reads the record live (never a cache); Writer writes it.
-	Reader client.Reader
-	Writer client.Client
+	Reader kclient.Reader
+	Writer kclient.Client
 	// Namespace holds the record (the agent's namespace, flotilla-system).
 	Namespace string
 	// Accept is --accept-fleet-id: a fleet id the record may be re-pointed
@@ -43,7 +43,7 @@ var _ syncclient.Identity = (*FleetIdentity)(nil)
 
 // Admit implements syncclient.Identity.
 func (f *FleetIdentity) Admit(ctx context.Context, fleetID, cluster string) error {
-	key := client.ObjectKey{Namespace: f.Namespace, Name: flotillav1.AgentIdentityConfigMapName}
+	key := kclient.Key{Namespace: f.Namespace, Name: flotillav1.AgentIdentityConfigMapName}
 	cm := &corev1.ConfigMap{}
 	found := true
 	if err := f.Reader.Get(ctx, key, cm); err != nil {
@@ -92,14 +92,14 @@ func (f *FleetIdentity) record(ctx context.Context, cm *corev1.ConfigMap, found 
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: flotillav1.AgentIdentityConfigMapName},
 			Data:       data,
 		}
-		err := f.Writer.Create(ctx, cm)
+		err := f.Writer.Create(ctx, cm, "")
 		if apierrors.IsNotFound(err) {
 			// The namespace is missing (an agent run as a local process).
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.Namespace}}
-			if err := f.Writer.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := f.Writer.Create(ctx, ns, ""); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating namespace %s for the agent's identity record: %w", f.Namespace, err)
 			}
-			err = f.Writer.Create(ctx, cm)
+			err = f.Writer.Create(ctx, cm, "")
 		}
 		if err != nil {
 			return fmt.Errorf("recording the fleet this agent serves: %w", err)
@@ -108,7 +108,7 @@ func (f *FleetIdentity) record(ctx context.Context, cm *corev1.ConfigMap, found 
 	}
 	cm.Data = data
 	delete(cm.Annotations, flotillav1.AnnotationAcceptFleetID)
-	if err := f.Writer.Update(ctx, cm); err != nil {
+	if err := f.Writer.Update(ctx, cm, ""); err != nil {
 		return fmt.Errorf("recording the fleet this agent serves: %w", err)
 	}
 	return nil

@@ -12,9 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/apply"
@@ -52,9 +50,6 @@ type Store struct {
 
 	mu    sync.RWMutex
 	works map[string]*entry
-	// events wakes the Reconciler for a Work (buffered; a full buffer drops
-	// the wake-up, since the Deployment watch brings the next one).
-	events chan event.GenericEvent
 }
 
 var _ syncclient.Applier = (*Store)(nil)
@@ -65,7 +60,6 @@ func NewStore(applier *apply.Applier) *Store {
 		applier: applier,
 		now:     time.Now,
 		works:   map[string]*entry{},
-		events:  make(chan event.GenericEvent, 1024),
 	}
 }
 
@@ -114,23 +108,18 @@ func (s *Store) HealthWorks(due func(name string, uid types.UID) bool) ([]*floti
 	return out, names
 }
 
-// SetWake replaces how Wake reaches the reconciler: the hub's push mode
-// runs its own controller, not this package's Reconciler, and queues the
-// Work there.
+// SetWake sets how Wake reaches the reconciler that drives the Store:
+// the agent's Controller (Controller.Watch sets it) or the hub's push
+// mode, which runs its own controller and queues the Work there. Set it
+// before the Store is used.
 func (s *Store) SetWake(wake func(name string)) { s.wake = wake }
 
 // Wake makes the reconciler look at Work name again (its status is
-// computed and, when it changed, reported). A full buffer drops it.
+// computed and, when it changed, reported). With no reconciler set, there
+// is none to wake.
 func (s *Store) Wake(name string) {
 	if s.wake != nil {
 		s.wake(name)
-		return
-	}
-	w := &flotillav1.Work{}
-	w.Name = name
-	select {
-	case s.events <- event.GenericEvent{Object: w}:
-	default:
 	}
 }
 
@@ -153,25 +142,25 @@ func (s *Store) entryFor(name string) *entry {
 	return e
 }
 
-// WorkOfLabel is the request for the held Work whose flotilla.dev/work
-// label value is value (an object that carries the label but not the
+// WorkOfLabel is the held Work whose flotilla.dev/work label value is
+// value (an object that carries the label but not the
 // annotation, such as a Service's EndpointSlice); none when no held Work
 // has it.
-func (s *Store) WorkOfLabel(value string) []reconcile.Request {
+func (s *Store) WorkOfLabel(value string) []string {
 	if value == "" {
 		return nil
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if _, ok := s.works[value]; ok {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: value}}}
+		return []string{value}
 	}
 	if len(value) < 63 {
 		return nil
 	}
 	for name := range s.works {
 		if flotillav1.WorkLabelValue(name) == value {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+			return []string{name}
 		}
 	}
 	return nil

@@ -55,9 +55,9 @@ type storeFixture struct {
 	ns       string
 	store    *Store
 	reporter *reporter
-	// reconciler reads live objects the way the agent's Reconciler does,
+	// reconciler reads live objects the way the agent's Controller does,
 	// here straight from the apiserver.
-	reconciler *Reconciler
+	reconciler *Controller
 }
 
 func newStoreFixture(t *testing.T, ns string) *storeFixture {
@@ -69,7 +69,7 @@ func newStoreFixture(t *testing.T, ns string) *storeFixture {
 	s := NewStore(a)
 	rep := &reporter{}
 	s.SetReporter(rep)
-	return &storeFixture{t: t, c: c, ns: ns, store: s, reporter: rep, reconciler: &Reconciler{Reader: c, Store: s}}
+	return &storeFixture{t: t, c: c, ns: ns, store: s, reporter: rep, reconciler: &Controller{Reader: crclient.Reader(c), Store: s}}
 }
 
 // work is Work <ns>.<app> at generation gen carrying objs, as the hub
@@ -104,7 +104,7 @@ func (f *storeFixture) apply(w *flotillav1.Work) {
 
 func (f *storeFixture) reconcile(name string) {
 	f.t.Helper()
-	if err := f.store.Reconcile(f.t.Context(), name, f.reconciler.live); err != nil {
+	if err := f.reconciler.Reconcile(f.t.Context(), name); err != nil {
 		f.t.Fatalf("reconciling Work %s: %v", name, err)
 	}
 }

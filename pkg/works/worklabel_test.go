@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 )
 
@@ -37,13 +34,13 @@ func TestWorkOfLabel(t *testing.T) {
 		s.entryFor(n)
 	}
 
-	req := func(name string) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+	req := func(name string) []string {
+		return []string{name}
 	}
 	tests := []struct {
 		name  string
 		value string
-		want  []reconcile.Request
+		want  []string
 	}{
 		{"a short name is its own label value", short, req(short)},
 		{"the label value of a 63-character name is the name", flotillav1.WorkLabelValue(exactly63), req(exactly63)},
@@ -81,7 +78,7 @@ func TestWorkOfLabelAfterForget(t *testing.T) {
 	long := strings.Repeat("w", 70)
 	s := NewStore(nil)
 	s.entryFor(long)
-	if got := s.WorkOfLabel(flotillav1.WorkLabelValue(long)); len(got) != 1 || got[0].Name != long {
+	if got := s.WorkOfLabel(flotillav1.WorkLabelValue(long)); len(got) != 1 || got[0] != long {
 		t.Fatalf("WorkOfLabel = %v, want %s", got, long)
 	}
 	s.forget(long)

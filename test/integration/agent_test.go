@@ -101,18 +101,17 @@ func startFleet(t *testing.T, members int) *fleet {
 // agentOptions are the options of an in-process agent for member.
 func (f *fleet) agentOptions(t *testing.T, member, hubAddr string) agentsetup.Options {
 	return agentsetup.Options{
-		Config:             f.cfgs[member],
-		HubAddress:         hubAddr,
-		CertFile:           filepath.Join(f.certDir, pki.AgentCertFile(member)),
-		KeyFile:            filepath.Join(f.certDir, pki.AgentKeyFile(member)),
-		CAFile:             filepath.Join(f.certDir, pki.CACertFile),
-		MetricsAddr:        "0",
-		ProbeAddr:          "0",
-		HeartbeatInterval:  500 * time.Millisecond,
-		ResourceInterval:   time.Second,
-		CreateNamespaces:   true,
-		Logger:             testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		SkipNameValidation: true,
+		Config:            f.cfgs[member],
+		HubAddress:        hubAddr,
+		CertFile:          filepath.Join(f.certDir, pki.AgentCertFile(member)),
+		KeyFile:           filepath.Join(f.certDir, pki.AgentKeyFile(member)),
+		CAFile:            filepath.Join(f.certDir, pki.CACertFile),
+		MetricsAddr:       "0",
+		ProbeAddr:         "0",
+		HeartbeatInterval: 500 * time.Millisecond,
+		ResourceInterval:  time.Second,
+		CreateNamespaces:  true,
+		Logger:            testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
 	}
 }
 
@@ -125,7 +124,7 @@ func startAgent(t *testing.T, opts agentsetup.Options) (stop func()) {
 		t.Fatalf("building the agent: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return runUntilStopped(t, "agent", cancel, func() error { return a.Manager.Start(ctx) })
+	return runUntilStopped(t, "agent", cancel, func() error { return a.Start(ctx) })
 }
 
 // startSyncHub runs an in-process hub with its sync server; it returns the

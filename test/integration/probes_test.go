@@ -66,7 +66,7 @@ func TestAgentReadiness(t *testing.T) {
 		t.Fatalf("building the agent: %v", err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	runUntilStopped(t, "agent", cancel, func() error { return a.Manager.Start(runCtx) })
+	runUntilStopped(t, "agent", cancel, func() error { return a.Start(runCtx) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the agent's log:\n%s", logs)

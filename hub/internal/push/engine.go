@@ -162,8 +162,8 @@ func (e *Engine) SetupWithManager(mgr mcmanager.Manager, notify func(func(cluste
 	})
 	workOf := mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(_ context.Context, o client.Object) []mcreconcile.Request {
 		var out []mcreconcile.Request
-		for _, r := range works.WorkOf(o) {
-			out = append(out, mcreconcile.Request{Request: r})
+		for _, n := range works.WorkOf(o) {
+			out = append(out, mcreconcile.Request{Request: request1(n)})
 		}
 		return out
 	})
@@ -173,8 +173,8 @@ func (e *Engine) SetupWithManager(mgr mcmanager.Manager, notify func(func(cluste
 	dependencyOf := func(gvk schema.GroupVersionKind) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
 		return mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(_ context.Context, o client.Object) []mcreconcile.Request {
 			var out []mcreconcile.Request
-			for _, r := range works.DependencyWorks(e.holders, gvk, o) {
-				out = append(out, mcreconcile.Request{Request: r})
+			for _, n := range works.DependencyWorks(e.holders, gvk, o) {
+				out = append(out, mcreconcile.Request{Request: request1(n)})
 			}
 			return out
 		})
@@ -222,11 +222,20 @@ func (e *Engine) workOfLabel(value string) []reconcile.Request {
 		if m.store == nil {
 			continue
 		}
-		if r := m.store.WorkOfLabel(value); len(r) > 0 {
-			return r
+		if names := m.store.WorkOfLabel(value); len(names) > 0 {
+			out := make([]reconcile.Request, len(names))
+			for i, n := range names {
+				out[i] = request1(n)
+			}
+			return out
 		}
 	}
 	return nil
+}
+
+// request1 is the request for Work name (its cluster comes with the event).
+func request1(name string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
 }
 
 // holders lists the Works that hold id in any member's applied set.
@@ -276,7 +285,7 @@ func (e *Engine) Engage(ctx context.Context, name multicluster.ClusterName, cl c
 		m.limiter = rate.NewLimiter(rate.Inf, 0)
 	}
 	denied := append(slices.Clone(apply.DefaultDeniedNamespaces), flotillav1.SystemNamespace)
-	m.applier = apply.New(crclient.Reader(works.TypedReader{Cache: cl.GetCache(), Scheme: e.Scheme}), crclient.Client(cl.GetClient()), apply.Options{
+	m.applier = apply.New(crclient.Reader(crclient.TypedReader{Cache: cl.GetCache(), Scheme: e.Scheme}), crclient.Client(cl.GetClient()), apply.Options{
 		CreateNamespace: true,
 		Namespaces:      &apply.NamespacePolicy{Denied: denied},
 		RecordNamespace: flotillav1.SystemNamespace,
@@ -403,7 +412,7 @@ func (e *Engine) connect(ctx context.Context, m *member, fleet string) error {
 		return err
 	}
 	identity := &works.FleetIdentity{
-		Reader: m.cluster.GetAPIReader(), Writer: m.cluster.GetClient(), Namespace: flotillav1.SystemNamespace,
+		Reader: crclient.Reader(m.cluster.GetAPIReader()), Writer: crclient.Client(m.cluster.GetClient()), Namespace: flotillav1.SystemNamespace,
 		Applier: m.applier, Log: e.Log.WithValues("member", m.name),
 	}
 	if err := identity.Admit(ctx, fleet, m.name); err != nil {
@@ -530,7 +539,7 @@ func (e *Engine) Reconcile(ctx context.Context, req mcreconcile.Request) (reconc
 		return e.remove(ctx, m, name)
 	}
 	live := func(w *flotillav1.Work) ([]kclient.Object, error) {
-		return works.LiveObjects(ctx, m.cluster.GetCache(), w)
+		return works.LiveObjects(ctx, crclient.Reader(m.cluster.GetCache()), w)
 	}
 	applied, err := m.store.Sync(ctx, work, live)
 	if applied {

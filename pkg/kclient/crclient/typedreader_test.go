@@ -1,4 +1,4 @@
-package works
+package crclient
 
 import (
 	"context"

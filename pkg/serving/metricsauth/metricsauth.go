@@ -1,4 +1,16 @@
-package serving
+// Package metricsauth is the secure /metrics filter of the hub and the
+// agent: a request's bearer token must pass a TokenReview and its identity
+// a SubjectAccessReview for the non-resource URL, both against the
+// process's own apiserver, with their answers cached.
+//
+// The reviews are created through a kclient.Client, not client-go's
+// typed clients: those link client-go's scheme of every API group, which
+// an agent without controller-runtime does not carry (docs/architecture.md,
+// "Executable size"). The caller builds the client, a direct client
+// (pkg/kclient/direct) with a scheme that knows the review types
+// (Scheme, AddToScheme), and this package links neither controller-runtime
+// nor k8s.io/client-go/kubernetes; pkg/kclient's tests check it.
+package metricsauth
 
 import (
 	"context"
@@ -15,13 +27,11 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // How long a review's answer is reused, as the delegating authenticator
@@ -42,10 +52,62 @@ const (
 // that it could not answer: 429, 5xx).
 var reviewBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 
-// metricsAuth is the secure /metrics filter: the request's bearer token
-// must pass a TokenReview and its identity a SubjectAccessReview for the
-// non-resource URL, both against the process's own apiserver, with their
-// answers cached (see acceptedTokenTTL).
+// AddToScheme registers the two review kinds, TokenReview
+// (authentication.k8s.io/v1) and SubjectAccessReview
+// (authorization.k8s.io/v1), in s: a direct client built on s can then
+// create them.
+func AddToScheme(s *runtime.Scheme) error {
+	if err := authnv1.AddToScheme(s); err != nil {
+		return err
+	}
+	return authzv1.AddToScheme(s)
+}
+
+// Scheme is a scheme of the review kinds only, for a direct client that
+// does nothing but review /metrics requests.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := AddToScheme(s); err != nil {
+		// Registering generated types in a new scheme cannot fail but for
+		// a programming error.
+		panic(err)
+	}
+	return s
+}
+
+// Reviewer authenticates and authorizes /metrics requests (see Wrap).
+// The handlers one Reviewer wraps share its answers.
+type Reviewer struct {
+	client  kclient.Client
+	idents  *answerCache[identity]
+	answers *answerCache[decision]
+	now     func() time.Time
+}
+
+// NewReviewer returns a Reviewer that creates its TokenReviews and
+// SubjectAccessReviews with c, whose scheme must know them
+// (AddToScheme). c's identity needs create on tokenreviews and
+// subjectaccessreviews (the agent's and the hub's RBAC grant it).
+func NewReviewer(c kclient.Client) *Reviewer {
+	return &Reviewer{
+		client:  c,
+		idents:  newAnswerCache[identity](reviewCacheSize),
+		answers: newAnswerCache[decision](reviewCacheSize),
+		now:     time.Now,
+	}
+}
+
+// NewFilter returns a filter that lets through to next only the requests
+// a new Reviewer on c passes, logging refusals to log. The handlers it
+// wraps share one Reviewer.
+func NewFilter(c kclient.Client, log logr.Logger) func(next http.Handler) http.Handler {
+	rv := NewReviewer(c)
+	return func(next http.Handler) http.Handler { return rv.Wrap(log, next) }
+}
+
+// Wrap lets through to next only the requests whose bearer token the
+// apiserver authenticates and whose identity it authorizes for the
+// request's verb (its method, lower case) on its path.
 //
 // It answers like kube-apiserver does: 401 for any request it cannot
 // authenticate (no token, a token of another cluster, a made-up or
@@ -60,27 +122,7 @@ var reviewBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, 
 // some 185 packages (CEL, OpenTelemetry, component-base) into both
 // binaries for two API calls, and the agent's memory is mostly its
 // binary's pages (docs/benchmarks.md).
-func metricsAuth(config *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
-	authn, err := authenticationv1.NewForConfigAndClient(config, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	authz, err := authorizationv1.NewForConfigAndClient(config, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	rv := &reviewer{
-		tokens:  authn.TokenReviews(),
-		access:  authz.SubjectAccessReviews(),
-		idents:  newAnswerCache[identity](reviewCacheSize),
-		answers: newAnswerCache[decision](reviewCacheSize),
-		now:     time.Now,
-	}
-	return rv.filter, nil
-}
-
-// filter is the metricsserver.Filter of rv.
-func (rv *reviewer) filter(log logr.Logger, next http.Handler) (http.Handler, error) {
+func (rv *Reviewer) Wrap(log logr.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		id, err := rv.authenticate(req.Context(), req)
 		if err != nil {
@@ -104,16 +146,7 @@ func (rv *reviewer) filter(log logr.Logger, next http.Handler) (http.Handler, er
 			return
 		}
 		next.ServeHTTP(w, req)
-	}), nil
-}
-
-// reviewer asks the apiserver who a token is and what it may do.
-type reviewer struct {
-	tokens  authenticationv1.TokenReviewInterface
-	access  authorizationv1.SubjectAccessReviewInterface
-	idents  *answerCache[identity]
-	answers *answerCache[decision]
-	now     func() time.Time
+	})
 }
 
 // identity is a TokenReview's answer: the user, or why the token was
@@ -145,9 +178,21 @@ func bearerToken(req *http.Request) (string, bool) {
 	return parts[1], true
 }
 
+// create creates review with rv's client, retried as retryReview says,
+// each attempt within reviewTimeout. The apiserver's answer, status
+// included, is decoded back into review. No field manager is sent: a
+// review is not stored.
+func (rv *Reviewer) create(ctx context.Context, review kclient.Object) error {
+	return retryReview(func() error {
+		ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+		defer cancel()
+		return rv.client.Create(ctx, review, "")
+	})
+}
+
 // authenticate returns the identity of req's bearer token, or an error
 // saying why it has none.
-func (rv *reviewer) authenticate(ctx context.Context, req *http.Request) (identity, error) {
+func (rv *Reviewer) authenticate(ctx context.Context, req *http.Request) (identity, error) {
 	token, ok := bearerToken(req)
 	if !ok {
 		return identity{}, errNoToken
@@ -156,16 +201,8 @@ func (rv *reviewer) authenticate(ctx context.Context, req *http.Request) (identi
 	key := fmt.Sprintf("%x", sha256.Sum256([]byte(token)))
 	id, ok := rv.idents.get(key, rv.now())
 	if !ok {
-		review := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
-		var answer *authnv1.TokenReview
-		err := retryReview(func() error {
-			ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
-			defer cancel()
-			var err error
-			answer, err = rv.tokens.Create(ctx, review, metav1.CreateOptions{})
-			return err
-		})
-		if err != nil {
+		answer := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
+		if err := rv.create(ctx, answer); err != nil {
 			// Not cached: the next request asks again.
 			return identity{}, fmt.Errorf("the TokenReview failed: %w", err)
 		}
@@ -192,7 +229,7 @@ func (rv *reviewer) authenticate(ctx context.Context, req *http.Request) (identi
 }
 
 // authorize asks whether id may verb the non-resource path.
-func (rv *reviewer) authorize(ctx context.Context, id identity, verb, path string) (decision, error) {
+func (rv *Reviewer) authorize(ctx context.Context, id identity, verb, path string) (decision, error) {
 	extra := make(map[string]authzv1.ExtraValue, len(id.user.Extra))
 	for k, v := range id.user.Extra {
 		extra[k] = authzv1.ExtraValue(v)
@@ -205,15 +242,8 @@ func (rv *reviewer) authorize(ctx context.Context, id identity, verb, path strin
 	if d, ok := rv.answers.get(key, rv.now()); ok {
 		return d, nil
 	}
-	var answer *authzv1.SubjectAccessReview
-	err := retryReview(func() error {
-		ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
-		defer cancel()
-		var err error
-		answer, err = rv.access.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-		return err
-	})
-	if err != nil {
+	answer := &authzv1.SubjectAccessReview{Spec: spec}
+	if err := rv.create(ctx, answer); err != nil {
 		return decision{}, fmt.Errorf("the SubjectAccessReview failed: %w", err)
 	}
 	d := decision{allowed: answer.Status.Allowed && !answer.Status.Denied, reason: answer.Status.Reason}
