@@ -156,6 +156,13 @@ func TestAgentRunsWithShippedRBAC(t *testing.T) {
 	if code != http.StatusOK || encoding != "" || !strings.Contains(body, "leader_election_master_status") {
 		t.Errorf("the agent's /metrics asked for gzip: status %d, Content-Encoding %q, body %.100q; want 200, none, the metrics as text", code, encoding, body)
 	}
+	// The agent's own registry: its Work queue under controller-runtime's
+	// names, Go's and the process's collectors.
+	for _, series := range []string{`workqueue_depth{controller="work",name="work",priority=""}`, `workqueue_adds_total{controller="work",name="work"}`, "go_goroutines ", "process_resident_memory_bytes "} {
+		if !strings.Contains(body, series) {
+			t.Errorf("the agent's /metrics has no %s", series)
+		}
+	}
 
 	stop()
 	out := logs.String()

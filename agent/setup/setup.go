@@ -396,7 +396,11 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	store.SetReporter(sc)
-	controller := &works.Controller{Reader: cache, Store: store, Log: opts.Logger.WithName("work")}
+	queueMetrics := works.NewQueueMetrics()
+	if err := promreg.Replace(reg, queueMetrics.Collectors()...); err != nil {
+		return nil, fmt.Errorf("registering the Work queue's metrics: %w", err)
+	}
+	controller := &works.Controller{Reader: cache, Store: store, Log: opts.Logger.WithName("work"), Metrics: queueMetrics}
 	if err := controller.Watch(cache); err != nil {
 		return nil, fmt.Errorf("setting up the Work controller: %w", err)
 	}

@@ -99,10 +99,13 @@ const header = `# Metrics reference
 collectors (make manifests); do not edit. make verify fails when it is stale. -->
 
 Every Flotilla metric the hub and the agent serve on ` + "`/metrics`" + `, one row
-per metric. Both processes also serve controller-runtime's standard metrics
+per metric. The hub also serves controller-runtime's standard metrics
 (` + "`controller_runtime_*`, `workqueue_*`, `rest_client_*`, `leader_election_*`" + `,
-certificate-watcher and webhook metrics) and the Go and process collectors
-(` + "`go_*`, `process_*`" + `), which are not listed here. The /metrics endpoint is
+certificate-watcher and webhook metrics); the agent, which does not run on
+controller-runtime, serves two of them under the same names and labels:
+` + "`workqueue_*`" + ` of its Work queue (` + "`name=\"work\"`" + `) and
+` + "`leader_election_master_status`" + `. Both serve the Go and process
+collectors (` + "`go_*`, `process_*`" + `). None of these is listed here. The /metrics endpoint is
 HTTPS by default and admits bearer tokens whose identity may get
 ` + "`/metrics`" + ` (ClusterRole ` + "`flotilla-metrics-reader`" + `).
 

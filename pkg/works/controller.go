@@ -46,6 +46,8 @@ type Controller struct {
 	// Log is the controller's logger; each reconcile's context carries it
 	// with the Work's name.
 	Log logr.Logger
+	// Metrics, when set, take the queue's metrics (queue "work").
+	Metrics *QueueMetrics
 
 	once  sync.Once
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -65,9 +67,11 @@ func (c *Controller) init() {
 		if c.Workers == 0 {
 			c.Workers = 4
 		}
-		c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "work"})
+		cfg := workqueue.TypedRateLimitingQueueConfig[string]{Name: "work"}
+		if c.Metrics != nil {
+			cfg.MetricsProvider = c.Metrics
+		}
+		c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), cfg)
 	})
 }
 
