@@ -56,6 +56,10 @@ type elector interface {
 	Run(ctx context.Context, onStarted func(context.Context), onStopped func()) error
 }
 
+// cacheSyncTimeout bounds the cache's first list of every kind
+// (controller-runtime's CacheSyncTimeout).
+const cacheSyncTimeout = 2 * time.Minute
+
 // gracefulShutdown bounds how long the process waits for its runnables
 // to stop once its context ended (controller-runtime's default).
 const gracefulShutdown = 30 * time.Second
@@ -71,6 +75,8 @@ type process struct {
 		runnable
 		WaitForSync(ctx context.Context) error
 	}
+	// syncTimeout bounds the cache's sync (cacheSyncTimeout when zero).
+	syncTimeout        time.Duration
 	everywhere, leader []runnable
 	// Probes: /healthz and /readyz, with named checks.
 	probeAddr     string
@@ -138,10 +144,21 @@ func (p *process) Start(ctx context.Context) error {
 	}
 	if p.cache != nil {
 		run(ctx, p.cache)
-		if err := p.cache.WaitForSync(ctx); err != nil {
+		// A cache that cannot list (a missing permission, a kind the
+		// apiserver does not serve) fails the start, naming the kinds, as
+		// controller-runtime's controllers fail after their sync timeout.
+		timeout := p.syncTimeout
+		if timeout == 0 {
+			timeout = cacheSyncTimeout
+		}
+		syncCtx, synced := context.WithTimeout(ctx, timeout)
+		err := p.cache.WaitForSync(syncCtx)
+		synced()
+		if err != nil {
+			outer := ctx.Err()
 			cancel()
-			wg.Wait()
-			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			p.wait(&wg, "the servers and the cache")
+			if outer != nil {
 				return p.firstError(errs)
 			}
 			return fmt.Errorf("the agent's cache: %w", err)

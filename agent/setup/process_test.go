@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 	"github.com/flotilla-dev/flotilla/internal/testutil"
 	"github.com/flotilla-dev/flotilla/pkg/kclient"
 	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/informer"
 	"github.com/flotilla-dev/flotilla/pkg/leader"
 )
 
@@ -301,5 +303,38 @@ func TestProcessServesProbes(t *testing.T) {
 	taken.probeAddr = addr
 	if err := taken.Start(t.Context()); err == nil || !strings.Contains(err.Error(), addr) {
 		t.Errorf("Start on a taken probe address = %v; want an error naming %s", err, addr)
+	}
+}
+
+// TestProcessFailsOnACacheThatCannotSync: a cache that cannot list a kind
+// fails the start, naming the kind, and no leader part starts.
+func TestProcessFailsOnACacheThatCannotSync(t *testing.T) {
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := informer.New(startEnv(t), scheme, []informer.Kind{
+		{Object: &corev1.ConfigMap{}},
+		{Object: &appsv1.Deployment{}, Resource: "nosuchresources"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &journal{}
+	p := newProcess(testr.New(t))
+	p.cache, p.syncTimeout = c, 2*time.Second
+	p.Add(leading{"a", j})
+	done := make(chan error, 1)
+	go func() { done <- p.Start(t.Context()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "Deployment") || strings.Contains(err.Error(), "ConfigMap") {
+			t.Errorf("Start = %v; want an error naming the Deployment cache only", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Start did not fail within a minute of a cache that cannot sync")
+	}
+	if j.has("a started") {
+		t.Error("a leader part started before the cache synced")
 	}
 }
