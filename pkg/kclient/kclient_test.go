@@ -41,6 +41,9 @@ func TestApplierLinksNoTypedScheme(t *testing.T) {
 		"github.com/flotilla-dev/flotilla/pkg/apply",
 		"github.com/flotilla-dev/flotilla/pkg/kclient",
 		"github.com/flotilla-dev/flotilla/pkg/kclient/direct",
+		"github.com/flotilla-dev/flotilla/pkg/kclient/informer",
+		"github.com/flotilla-dev/flotilla/pkg/works",
+		"github.com/flotilla-dev/flotilla/agent/join",
 		// The agent's other parts already on kclient or raw REST.
 		"github.com/flotilla-dev/flotilla/agent/capacity",
 		"github.com/flotilla-dev/flotilla/pkg/health",
@@ -59,5 +62,47 @@ func TestApplierLinksNoTypedScheme(t *testing.T) {
 			"k8s.io/client-go/kubernetes",
 			"k8s.io/client-go/tools/events",
 		)
+	}
+}
+
+// TestAgentLinksNoControllerRuntime: the agent's executable links, of
+// controller-runtime, only the packages that carry no client, cache or
+// scheme (logging, the probe handler, the kubeconfig loader, the signal
+// handler), and of k8s.io/api only the groups of its own scheme; nothing
+// of client-go's typed clients or leader election. A new import that
+// brings back what made the agent large fails here, naming it
+// (docs/architecture.md, "Executable size").
+func TestAgentLinksNoControllerRuntime(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/flotilla-dev/flotilla/agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	allowed := map[string]bool{
+		"sigs.k8s.io/controller-runtime/pkg/log":             true,
+		"sigs.k8s.io/controller-runtime/pkg/internal/log":    true,
+		"sigs.k8s.io/controller-runtime/pkg/log/zap":         true,
+		"sigs.k8s.io/controller-runtime/pkg/healthz":         true,
+		"sigs.k8s.io/controller-runtime/pkg/client/config":   true,
+		"sigs.k8s.io/controller-runtime/pkg/manager/signals": true,
+		"k8s.io/api/core/v1":                                 true,
+		"k8s.io/api/apps/v1":                                 true,
+		"k8s.io/api/discovery/v1":                            true,
+		"k8s.io/api/coordination/v1":                         true,
+		"k8s.io/api/authentication/v1":                       true,
+		"k8s.io/api/authorization/v1":                        true,
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps listed %d packages: %q", len(deps), deps)
+	}
+	for _, d := range deps {
+		switch {
+		case allowed[d]:
+		case strings.HasPrefix(d, "sigs.k8s.io/controller-runtime"), strings.HasPrefix(d, "k8s.io/api/"),
+			strings.HasPrefix(d, "k8s.io/client-go/kubernetes"), strings.HasPrefix(d, "k8s.io/client-go/tools/leaderelection"),
+			strings.HasPrefix(d, "k8s.io/client-go/tools/record"), strings.HasPrefix(d, "k8s.io/client-go/tools/events"),
+			strings.HasPrefix(d, "k8s.io/apiserver"):
+			t.Errorf("the agent links %s", d)
+		}
 	}
 }
