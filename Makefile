@@ -103,7 +103,7 @@ helm-bin: testbed-bin ## Build helm into bin/ for the chart tests (skipped when 
 # make test from building the whole tree twice. Add a package here when it
 # starts a goroutine.
 RACE_PKGS := ./agent/... ./hub/internal/controllers/... ./hub/internal/push ./hub/setup ./hub/internal/syncbridge \
-	./pkg/apply ./pkg/kclient/... ./pkg/hubca ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration ./test/scale
+	./pkg/apply ./pkg/kclient/... ./pkg/leader/... ./pkg/works ./pkg/serving/... ./pkg/hubca ./pkg/sync/... ./test/fleet ./test/testbed/... ./test/integration ./test/scale
 
 .PHONY: test
 test: lint prometheus-bin helm-bin ## Lint; unit, integration and testbed tests (RACE_PKGS with -race); a short fuzz run; the e2e suite.

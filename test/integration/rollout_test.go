@@ -448,7 +448,7 @@ func startStoppableHub(t *testing.T, env *hubEnv) func() {
 	hub, err := setup.New(ctx, setup.Options{
 		Config: env.cfg, MetricsAddr: "0", ProbeAddr: "0", HeartbeatGrace: 2 * time.Second,
 		Logger:     testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		Registerer: newRegistry(),
+		Registerer: newRegistry(), SkipNameValidation: true,
 	})
 	if err != nil {
 		cancel()
