@@ -96,8 +96,9 @@ func (c Config) validate() error {
 
 // Elector elects one leader among the replicas that run one on the same
 // Lease. It follows client-go's LeaderElector with ReleaseOnCancel, so
-// that it and client-go's (a hub, an agent not yet moved to it) take
-// turns correctly on one Lease, but reads and writes the Lease through
+// that it and client-go's (an agent of an older version during a rolling
+// upgrade, whose election was controller-runtime's) take turns correctly
+// on one Lease, but reads and writes the Lease through
 // kclient: client-go's needs its typed clients, which link its scheme of
 // every API group.
 //
