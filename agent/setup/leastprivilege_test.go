@@ -158,7 +158,7 @@ func TestAgentRunsWithShippedRBAC(t *testing.T) {
 	}
 	// The agent's own registry: its Work queue under controller-runtime's
 	// names, Go's and the process's collectors.
-	for _, series := range []string{`workqueue_depth{controller="work",name="work",priority=""}`, `workqueue_adds_total{controller="work",name="work"}`, "go_goroutines ", "process_resident_memory_bytes "} {
+	for _, series := range []string{`workqueue_depth{controller="work",name="work",priority=""}`, `workqueue_adds_total{controller="work",name="work"}`, "go_goroutines ", "process_resident_memory_bytes ", "flotilla_agent_certificate_expiry_timestamp_seconds ", `flotilla_agent_certificate_renewals_total{result="issued"}`, "flotilla_lost_lease_restarts_total "} {
 		if !strings.Contains(body, series) {
 			t.Errorf("the agent's /metrics has no %s", series)
 		}

@@ -76,11 +76,12 @@ func (m *agentMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.applyDuration, m.applies, m.prunes, m.driftRepairs, m.leader, m.state}
 }
 
-// register registers m with reg (controller-runtime's registry when nil).
+// register registers m, agent/join's metrics and the lost-lease restarts
+// with reg.
 // Another agent's metrics already there (tests run several agents in one
 // process) are replaced: the newest agent is the one they describe.
 func (m *agentMetrics) register(reg prometheus.Registerer) error {
-	return promreg.Replace(reg, append(m.collectors(), reexec.Collectors()...)...)
+	return promreg.Replace(reg, append(append(m.collectors(), join.Collectors()...), reexec.Collectors()...)...)
 }
 
 // MetricCollectors are the agent's own metrics as a process registers
