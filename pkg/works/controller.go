@@ -172,12 +172,6 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	})
 }
 
-// Len is the number of Works waiting in the queue (for metrics).
-func (c *Controller) Len() int {
-	c.init()
-	return c.queue.Len()
-}
-
 // WorkOf is the Work whose object o is (by Flotilla's annotation); none
 // for an object without it.
 func WorkOf(o kclient.Object) []string {

@@ -222,16 +222,6 @@ func (c *Cache) WaitForSync(ctx context.Context) error {
 	return fmt.Errorf("informer: the caches of %s did not sync: %w", strings.Join(pending, ", "), ctx.Err())
 }
 
-// HasSynced says whether every informer has listed its kind once.
-func (c *Cache) HasSynced() bool {
-	for _, h := range c.kinds {
-		if !h.informer.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
 // heldFor is the informer of obj's kind (typed, or unstructured with its
 // kind set).
 func (c *Cache) heldFor(obj runtime.Object) (*held, error) {
