@@ -82,6 +82,12 @@ func (e *events) add(o kclient.Object) {
 	e.keys = append(e.keys, o.GetNamespace()+"/"+o.GetName()+"@"+o.GetResourceVersion())
 }
 
+func (e *events) snapshot() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.keys)
+}
+
 func (e *events) count(prefix string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -254,9 +260,12 @@ func TestReadsOnlyWhatTheSelectorHolds(t *testing.T) {
 	}
 
 	// OnChange saw a and b added; an update and a delete reach it too.
-	if seen.count(ns+"/a@") == 0 || seen.count(ns+"/b@") == 0 {
-		t.Errorf("OnChange saw %v; want a and b", seen.keys)
-	}
+	testutil.Eventually(t, "OnChange to see Deployments a and b added", 15*time.Second, func() error {
+		if seen.count(ns+"/a@") == 0 || seen.count(ns+"/b@") == 0 {
+			return fmt.Errorf("OnChange saw %v; want a and b", seen.snapshot())
+		}
+		return nil
+	})
 	before := seen.count(ns + "/b@")
 	if err := w.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}}, types.MergePatchType, []byte(`{"metadata":{"annotations":{"x":"y"}}}`)); err != nil {
 		t.Fatal(err)
@@ -276,9 +285,14 @@ func TestReadsOnlyWhatTheSelectorHolds(t *testing.T) {
 		}
 		return nil
 	})
-	if seen.count(ns+"/a@") < 2 {
-		t.Errorf("OnChange saw a %d times; want its add and its delete", seen.count(ns+"/a@"))
-	}
+	// The store is updated before handlers are told, so the delete may reach
+	// OnChange a moment after Get reports NotFound.
+	testutil.Eventually(t, "OnChange to see Deployment a's delete", 15*time.Second, func() error {
+		if n := seen.count(ns + "/a@"); n < 2 {
+			return fmt.Errorf("OnChange saw a %d times; want its add and its delete", n)
+		}
+		return nil
+	})
 }
 
 func TestClusterScopedAndUnselectedKinds(t *testing.T) {
