@@ -110,7 +110,7 @@ func main() {
 	flag.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "the longest wait for -quiet-load before a phase starts anyway")
 	flag.IntVar(&o.restWorks, "rest-works", 100, "at rest: MyApps Duplicated to every member (so many Works held by each) while the hub's and agents' memory is measured (0 skips it)")
 	flag.StringVar(&o.rssMap, "rss-map", "", "at rest, also write where each process's file-backed memory lies (its executable's resident pages by package) into this folder as NAME.rss.tsv")
-	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "at rest, also save the heap profile of the hub and of every agent replica (after a GC, from --pprof-bind-address, which the fleet then sets) into this folder as NAME.heap.pprof, for go tool pprof; needs a hub and agent that take the flag")
+	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "at rest, also save the heap profile of the hub and of every agent replica (after a GC, from --pprof-bind-address, which the fleet then sets) into this folder as NAME.heap.pprof, for go tool pprof, and as text with the runtime's MemStats as NAME.heap.txt; needs a hub and agent that take the flag")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every figure to this JSON file (a record for -compare)")
 	flag.StringVar(&o.compareWith, "compare", "", "compare the figures with this recorded run (a -json file) and flag those more than 10 % worse")
 	push := flag.String("push-members", "member-3", "comma-separated members in Push mode (no agent: the hub applies their Works); empty for an all-pull fleet")

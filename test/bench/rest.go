@@ -141,7 +141,10 @@ func (b *bench) saveHeapProfiles() error {
 		if err := fleet.SaveHeapProfile(addr, path); err != nil {
 			return fmt.Errorf("at rest: heap profile of %s: %w", name, err)
 		}
-		progress("at rest: heap profile of %s in %s", name, path)
+		if err := fleet.SaveHeapText(addr, filepath.Join(dir, name+".heap.txt")); err != nil {
+			return fmt.Errorf("at rest: heap profile of %s: %w", name, err)
+		}
+		progress("at rest: heap profile of %s in %s (and its MemStats in %s.heap.txt)", name, path, name)
 	}
 	return nil
 }

@@ -320,7 +320,19 @@ func (f *Fleet) AgentPprofAddr(name string) string {
 // /debug/pprof at addr takes after a garbage collection to path (go tool
 // pprof reads it).
 func SaveHeapProfile(addr, path string) error {
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	return saveProfile("http://"+addr+"/debug/pprof/heap?gc=1", addr, path)
+}
+
+// SaveHeapText is SaveHeapProfile in the runtime's text form (debug=1):
+// the sampled allocations by stack, then the runtime's MemStats, which
+// say where the memory that is not live heap lies (free heap not yet
+// returned, stacks, the runtime's own structures).
+func SaveHeapText(addr, path string) error {
+	return saveProfile("http://"+addr+"/debug/pprof/heap?gc=1&debug=1", addr, path)
+}
+
+func saveProfile(url, addr, path string) error {
+	resp, err := http.Get(url)
 	if err != nil {
 		return err
 	}

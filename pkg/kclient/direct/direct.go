@@ -1,7 +1,11 @@
 // Package direct is a kclient.Client on client-go's dynamic client: every
 // read and write goes to the apiserver (no cache), objects travel as JSON,
 // and typed objects are converted to and from unstructured content with a
-// scheme that knows only the types the caller registers. Kinds are mapped
+// scheme that knows only the types the caller registers. A typed List is
+// the exception: it asks for protobuf (JSON from a kind that has none, a
+// custom resource's) and decodes straight into the caller's list, because
+// lists are where the bytes are (the agent's capacity summary pages
+// through every pod of its member every 10 seconds). Kinds are mapped
 // to resources by Mapper, which asks the apiserver's discovery for one
 // group version at a time. It links neither controller-runtime nor
 // client-go's typed clients and their scheme of every API group, which is
@@ -12,13 +16,17 @@ package direct
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -31,6 +39,14 @@ type Client struct {
 	dyn    dynamic.Interface
 	scheme *runtime.Scheme
 	mapper *Mapper
+
+	// For typed lists: REST clients per group version that decode with
+	// the scheme's codecs, sharing dyn's HTTP client.
+	base       *rest.Config
+	httpClient *http.Client
+	codecs     runtime.NegotiatedSerializer
+	mu         sync.Mutex
+	typed      map[schema.GroupVersion]rest.Interface
 }
 
 var _ kclient.Client = (*Client)(nil)
@@ -39,7 +55,11 @@ var _ kclient.Client = (*Client)(nil)
 // types of the typed objects the caller passes (unstructured ones need
 // none); a typed object of a type it does not know is an error.
 func New(cfg *rest.Config, scheme *runtime.Scheme) (*Client, error) {
-	dyn, err := dynamic.NewForConfig(cfg)
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the HTTP client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("building the dynamic client: %w", err)
 	}
@@ -47,7 +67,40 @@ func New(cfg *rest.Config, scheme *runtime.Scheme) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{dyn: dyn, scheme: scheme, mapper: mapper}, nil
+	return &Client{
+		dyn: dyn, scheme: scheme, mapper: mapper,
+		base: cfg, httpClient: httpClient,
+		codecs: serializer.NewCodecFactory(scheme).WithoutConversion(),
+		typed:  map[schema.GroupVersion]rest.Interface{},
+	}, nil
+}
+
+// typedClient returns the REST client of gv that asks for protobuf (then
+// JSON) and decodes with the scheme's codecs.
+func (c *Client) typedClient(gv schema.GroupVersion) (rest.Interface, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rc := c.typed[gv]; rc != nil {
+		return rc, nil
+	}
+	cfg := rest.CopyConfig(c.base)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = c.codecs
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientForConfigAndClient(cfg, c.httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the REST client of %s: %w", gv, err)
+	}
+	c.typed[gv] = rc
+	return rc, nil
 }
 
 // RESTMapping implements kclient.Client.
@@ -157,10 +210,9 @@ func (c *Client) List(ctx context.Context, list kclient.ObjectList, opts kclient
 		return err
 	}
 	// Unlike resource, a namespaced kind without a namespace lists all.
-	res := c.dyn.Resource(m.Resource)
-	var r dynamic.ResourceInterface = res
-	if opts.Namespace != "" && m.Scope.Name() == meta.RESTScopeNameNamespace {
-		r = res.Namespace(opts.Namespace)
+	namespace := ""
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		namespace = opts.Namespace
 	}
 	lo := metav1.ListOptions{Limit: opts.Limit, Continue: opts.Continue}
 	if opts.Labels != nil {
@@ -169,18 +221,49 @@ func (c *Client) List(ctx context.Context, list kclient.ObjectList, opts kclient
 	if opts.Fields != nil {
 		lo.FieldSelector = opts.Fields.String()
 	}
+	ul, ok := list.(*unstructured.UnstructuredList)
+	if !ok {
+		return c.listTyped(ctx, list, gvk, m.Resource, namespace, lo)
+	}
+	res := c.dyn.Resource(m.Resource)
+	var r dynamic.ResourceInterface = res
+	if namespace != "" {
+		r = res.Namespace(namespace)
+	}
 	answer, err := r.List(ctx, lo)
 	if err != nil {
 		return err
 	}
-	if ul, ok := list.(*unstructured.UnstructuredList); ok {
-		*ul = *answer
-		return nil
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(answer.UnstructuredContent(), list); err != nil {
-		return fmt.Errorf("converting the list to %T: %w", list, err)
-	}
+	*ul = *answer
 	return nil
+}
+
+// listTyped lists resource into the typed list through the group
+// version's REST client (protobuf where the kind has it): no unstructured
+// copy of the answer on the way, which as JSON and maps takes several
+// times the bytes of the typed list. Each item gets its apiVersion and
+// kind, as a list read as unstructured and converted had.
+func (c *Client) listTyped(ctx context.Context, list kclient.ObjectList, item schema.GroupVersionKind, resource schema.GroupVersionResource, namespace string, lo metav1.ListOptions) error {
+	rc, err := c.typedClient(resource.GroupVersion())
+	if err != nil {
+		return err
+	}
+	req := rc.Get().Resource(resource.Resource).Namespace(namespace)
+	if lo.Limit > 0 {
+		req = req.Param("limit", strconv.FormatInt(lo.Limit, 10))
+	}
+	for k, v := range map[string]string{"continue": lo.Continue, "labelSelector": lo.LabelSelector, "fieldSelector": lo.FieldSelector} {
+		if v != "" {
+			req = req.Param(k, v)
+		}
+	}
+	if err := req.Do(ctx).Into(list); err != nil {
+		return err
+	}
+	return meta.EachListItem(list, func(o runtime.Object) error {
+		o.GetObjectKind().SetGroupVersionKind(item)
+		return nil
+	})
 }
 
 // Create implements kclient.Client.
