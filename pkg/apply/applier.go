@@ -134,7 +134,11 @@ type Applier struct {
 // New returns an Applier that reads through reader and writes through
 // writer, which also maps kinds to resources. A nil reader means the
 // writer reads too; a non-nil one costs a live read through the writer
-// whenever it says an object does not exist (see getLive).
+// whenever it says an object does not exist (see getLive). Objects are
+// read and written unstructured, but for two lists read typed, so both
+// must know their types: core/v1 PodList (the writer: the pods of an
+// unavailable Deployment) and discovery/v1 EndpointSliceList (the reader:
+// a Service's endpoints).
 func New(reader kclient.Reader, writer kclient.Client, opts Options) *Applier {
 	a := &Applier{
 		reader:          reader,

@@ -98,17 +98,13 @@ var EndpointSliceKind = schema.GroupVersionKind{Group: "discovery.k8s.io", Versi
 // unset one). A dual-stack Service has slices per address family, each
 // listing the same pods: the family with the most endpoints counts.
 func (a *Applier) serviceEndpoints(ctx context.Context, svc *unstructured.Unstructured) (*v1alpha1.EndpointsStatus, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(EndpointSliceKind.GroupVersion().WithKind("EndpointSliceList"))
-	if err := a.reader.List(ctx, list, kclient.MatchingLabels(svc.GetNamespace(), map[string]string{discoveryv1.LabelServiceName: svc.GetName()})); err != nil {
+	var list discoveryv1.EndpointSliceList
+	if err := a.reader.List(ctx, &list, kclient.MatchingLabels(svc.GetNamespace(), map[string]string{discoveryv1.LabelServiceName: svc.GetName()})); err != nil {
 		return nil, err
 	}
 	byFamily := map[string]*v1alpha1.EndpointsStatus{}
 	for i := range list.Items {
-		var slice discoveryv1.EndpointSlice
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &slice); err != nil {
-			return nil, err
-		}
+		slice := &list.Items[i]
 		c := byFamily[string(slice.AddressType)]
 		if c == nil {
 			c = &v1alpha1.EndpointsStatus{}
@@ -150,21 +146,13 @@ func (a *Applier) unavailablePods(ctx context.Context, obj *unstructured.Unstruc
 	if err != nil {
 		return nil, fmt.Errorf("parsing the Deployment's selector: %w", err)
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion("v1")
-	list.SetKind("PodList")
-	if err := a.writer.List(ctx, list, kclient.ListOptions{Namespace: d.Namespace, Labels: selector, Limit: maxPods}); err != nil {
+	// Typed: the agent's direct client then reads them as protobuf, with
+	// no JSON and unstructured copy on the way.
+	var list corev1.PodList
+	if err := a.writer.List(ctx, &list, kclient.ListOptions{Namespace: d.Namespace, Labels: selector, Limit: maxPods}); err != nil {
 		return nil, err
 	}
-	pods := make([]corev1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		var p corev1.Pod
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &p); err != nil {
-			return nil, fmt.Errorf("decoding pod %s: %w", list.Items[i].GetName(), err)
-		}
-		pods = append(pods, p)
-	}
-	return pods, nil
+	return list.Items, nil
 }
 
 // Status reads the live state of what results say was applied and computes

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,9 +47,17 @@ func writerFor(t testing.TB, cfg *rest.Config, c client.Client) kclient.Client {
 	case "", "controller-runtime":
 		return crclient.Client(c)
 	case "direct":
-		// pkg/apply reads and writes unstructured objects only: an empty
-		// scheme is enough.
-		d, err := direct.New(cfg, runtime.NewScheme())
+		// pkg/apply reads and writes unstructured objects, but for the
+		// two lists it reads typed (pods, EndpointSlices): a scheme of
+		// core and discovery is enough.
+		s := runtime.NewScheme()
+		if err := corev1.AddToScheme(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := discoveryv1.AddToScheme(s); err != nil {
+			t.Fatal(err)
+		}
+		d, err := direct.New(cfg, s)
 		if err != nil {
 			t.Fatalf("creating the direct client: %v", err)
 		}
