@@ -465,7 +465,7 @@ func (f *Fleet) superviseAgent(member string, i int) (*Supervised, error) {
 	if url := f.PrometheusURL(member); url != "" {
 		args = append(args, "--prometheus-url", url)
 	}
-	s, err := Supervise(name, filepath.Join(f.cfg.FlotillaBinDir, "agent"), args, []string{"POD_NAME=" + name}, f.logPath(name))
+	s, err := Supervise(name, filepath.Join(f.cfg.FlotillaBinDir, "agent"), args, []string{"POD_NAME=" + name, "GODEBUG=" + AgentGODEBUG}, f.logPath(name))
 	if err != nil {
 		return nil, err
 	}
@@ -579,6 +579,13 @@ func (f *Fleet) waitReady(ctx context.Context, timeout time.Duration, names []st
 
 // logTailLines is how many of its last lines logTails gives of each log.
 const logTailLines = 15
+
+// AgentGODEBUG is the GODEBUG the shipped manifests and chart give the
+// agent (deploy/agent/deployment.yaml): no heap profile sampling unless
+// --pprof-bind-address turns it on. The fleet runs its agents with it, so
+// the bench measures the agent as it is shipped; TestAgentGODEBUGAsShipped
+// holds the two together.
+const AgentGODEBUG = "memprofilerate=0"
 
 // logTails is the end of the hub's log and of the agent logs of the
 // members named in notReady (a name may carry a note after a space), for

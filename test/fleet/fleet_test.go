@@ -3,7 +3,9 @@ package fleet_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,10 +29,20 @@ func TestFleetComesUpAndStops(t *testing.T) {
 	f, err := fleet.Start(ctx, fleet.Config{
 		Dir: t.TempDir(), FlotillaBinDir: bin, CRDDir: "../../deploy/hub/crds",
 		Members: testbed.DefaultMembers(2), HeartbeatGrace: 3 * time.Second,
-		SecureMetrics: true,
+		SecureMetrics: true, Pprof: true,
 	})
 	if err != nil {
 		t.Fatalf("starting the fleet: %v", err)
+	}
+	// The agents run with GODEBUG=memprofilerate=0, as shipped, and
+	// --pprof-bind-address: asked for profiles, the agent samples again.
+	heap := filepath.Join(t.TempDir(), "agent.heap.txt")
+	if err := fleet.SaveHeapText(f.AgentPprofAddr("agent-member-1-0"), heap); err != nil {
+		t.Errorf("the agent's heap profile: %v", err)
+	} else if text, err := os.ReadFile(heap); err != nil {
+		t.Error(err)
+	} else if first, _, _ := strings.Cut(string(text), "\n"); !strings.HasSuffix(first, "@ heap/1048576") {
+		t.Errorf("the agent's heap profile begins %q; want it sampled at Go's default rate (heap/1048576), as --pprof-bind-address turns on", first)
 	}
 	var pids []int
 	for _, c := range f.Testbed.Clusters() {
