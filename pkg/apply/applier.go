@@ -215,7 +215,8 @@ type Result struct {
 	// Message plus what it leaves out. Empty when Message says it all.
 	Detail string
 	// Object is the object as the apiserver returned it from the apply,
-	// without its managedFields; nil unless Reason is ReasonApplied.
+	// or the newer copy in place, cut to what status and the applied-set
+	// records read (see slim); nil unless Reason is ReasonApplied.
 	Object *unstructured.Unstructured
 }
 
@@ -447,7 +448,7 @@ func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, desire
 			log.FromContext(ctx).V(1).Info("not overwriting a newer copy of a shared dependency", "work", work.Name, "object", describe(id),
 				"liveSourceVersion", existing.GetAnnotations()[v1alpha1.AnnotationSourceVersion],
 				"sourceVersion", desired.GetAnnotations()[v1alpha1.AnnotationSourceVersion])
-			return Result{Identifier: id, Reason: v1alpha1.ReasonApplied, Message: describe(id) + " applied (a newer copy is in place)", Object: existing}, nil
+			return Result{Identifier: id, Reason: v1alpha1.ReasonApplied, Message: describe(id) + " applied (a newer copy is in place)", Object: slim(existing.DeepCopy())}, nil
 		}
 	}
 
@@ -683,13 +684,34 @@ func (a *Applier) serverSideApply(ctx context.Context, work *v1alpha1.Work, obj 
 	return slim(out), nil
 }
 
-// slim drops from an apply's answer what no reader of Result.Object uses
-// (its UID, generation, resourceVersion and, for status, spec and status
-// are read): the managedFields, a field set per writer that is most of a
-// small object's size. The Store keeps each Work's last Results, so this
-// is memory held for every Work an agent or push member holds.
+// slim keeps of an apply's answer only what readers of Result.Object
+// use: apiVersion, kind, metadata without its managedFields (the UID,
+// generation and resourceVersion the applied set and drift records
+// read), status, and of a Deployment's spec its replicas and selector
+// (status: a cache that has not yet seen the apply falls back to the
+// answer, see ReadLive, and deploymentState and unavailablePods read
+// these). The rest (a pod template, a ConfigMap's or Secret's data, the
+// field set per writer of managedFields) is most of an object's size,
+// and the Store keeps each Work's last Results: memory held for every
+// Work an agent or push member holds.
 func slim(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	kept := make(map[string]any, 5)
+	for _, k := range []string{"apiVersion", "kind", "metadata", "status"} {
+		if v, ok := obj.Object[k]; ok {
+			kept[k] = v
+		}
+	}
+	unstructured.RemoveNestedField(kept, "metadata", "managedFields")
+	if obj.GroupVersionKind().GroupKind() == DeploymentKind.GroupKind() {
+		spec := map[string]any{}
+		for _, k := range []string{"replicas", "selector"} {
+			if v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", k); found {
+				spec[k] = v
+			}
+		}
+		kept["spec"] = spec
+	}
+	obj.Object = kept
 	return obj
 }
 

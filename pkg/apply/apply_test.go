@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -123,6 +124,12 @@ func TestApplyCreatesOwnedDeployment(t *testing.T) {
 			// status and drift read, not the field sets the live one has.
 			if got := results[0].Object; got.GetGeneration() != d.Generation || got.GetResourceVersion() != d.ResourceVersion || len(got.GetManagedFields()) != 0 {
 				t.Errorf("result object generation %d, resourceVersion %s, %d managedFields; live %d, %s", got.GetGeneration(), got.GetResourceVersion(), len(got.GetManagedFields()), d.Generation, d.ResourceVersion)
+			}
+			// Of the spec, what status reads (replicas, selector), not the
+			// pod template.
+			spec, _, _ := unstructured.NestedMap(results[0].Object.Object, "spec")
+			if replicas, _, _ := unstructured.NestedInt64(spec, "replicas"); replicas != 2 || spec["selector"] == nil || spec["template"] != nil {
+				t.Errorf("result object spec %v; want replicas 2 and the selector, without the template", spec)
 			}
 			if !OwnedBy(d, tc.workName) {
 				t.Errorf("OwnedBy(%s) = false for the object it applied", tc.workName)
