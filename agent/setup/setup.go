@@ -247,14 +247,16 @@ func New(opts Options) (*Agent, error) {
 	cache, err := informer.New(opts.Config, scheme, []informer.Kind{
 		// Only what Flotilla applied: a member's other Deployments cost
 		// the agent nothing.
-		{Object: &appsv1.Deployment{}, Labels: ownedSel},
-		{Object: &corev1.Service{}, Labels: ownedSel},
+		// None keeps managedFields: pkg/apply reads them live where it
+		// needs them (releasing an object, naming its field managers).
+		{Object: &appsv1.Deployment{}, Labels: ownedSel, DropManagedFields: true},
+		{Object: &corev1.Service{}, Labels: ownedSel, DropManagedFields: true},
 		// Dependencies carry no Work label (several Works share one).
-		{Object: &corev1.ConfigMap{}, Labels: dependencySel},
-		{Object: &corev1.Secret{}, Labels: dependencySel},
-		{Object: &corev1.ServiceAccount{}, Labels: dependencySel},
+		{Object: &corev1.ConfigMap{}, Labels: dependencySel, DropManagedFields: true},
+		{Object: &corev1.Secret{}, Labels: dependencySel, DropManagedFields: true},
+		{Object: &corev1.ServiceAccount{}, Labels: dependencySel, DropManagedFields: true},
 		// A Service's EndpointSlices carry its labels.
-		{Object: &discoveryv1.EndpointSlice{}, Labels: ownedSel},
+		{Object: &discoveryv1.EndpointSlice{}, Labels: ownedSel, DropManagedFields: true},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: building its cache: %w", err)

@@ -434,9 +434,9 @@ func (a *Applier) applyManifest(ctx context.Context, work *v1alpha1.Work, desire
 		var detail string
 		switch {
 		case shared && !sharedClaimable(existing, desired, fleet, cluster):
-			detail = sharedNotOwnedMessage(id, existing, desired)
+			detail = sharedNotOwnedMessage(id, a.withManagedFields(ctx, existing), desired)
 		case !shared && !claimable(existing, work.Name):
-			detail = notOwnedMessage(id, existing, work.Name)
+			detail = notOwnedMessage(id, a.withManagedFields(ctx, existing), work.Name)
 		}
 		if detail != "" {
 			return Result{Identifier: id, Reason: v1alpha1.ReasonNotOwned, Message: describe(id) + notOwnedPublic, Detail: detail},
@@ -627,6 +627,23 @@ func decode(m *v1alpha1.Manifest) (*unstructured.Unstructured, error) {
 		return nil, errors.New("the manifest has no apiVersion or kind")
 	}
 	return obj, nil
+}
+
+// withManagedFields returns obj with its managedFields: obj itself, unless
+// it came from a reader that is not the writer (a cache, which may hold
+// objects without them, as the agent's does) and has none, when it is
+// read again through the writer. Only the messages that name an object's
+// field managers need them; a failed read returns obj as it is.
+func (a *Applier) withManagedFields(ctx context.Context, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if !a.confirmNotFound || len(obj.GetManagedFields()) > 0 {
+		return obj
+	}
+	fresh := &unstructured.Unstructured{}
+	fresh.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := a.writer.Get(ctx, kclient.KeyOf(obj), fresh); err != nil || fresh.GetUID() != obj.GetUID() {
+		return obj
+	}
+	return fresh
 }
 
 // getLive returns the object named key, or nil when it does not exist. A

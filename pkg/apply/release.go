@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // releasedLabels are the labels Apply puts on an object, which a release
@@ -49,6 +50,24 @@ func (a *Applier) releaseObject(ctx context.Context, work string, o AppliedObjec
 // release takes Flotilla's labels, annotations and field ownership off
 // live (see releaseObject).
 func (a *Applier) release(ctx context.Context, live *unstructured.Unstructured, logger logr.Logger) error {
+	if a.confirmNotFound && len(live.GetManagedFields()) == 0 {
+		// live came from a cache, which may hold objects without their
+		// managedFields (the agent's does): read them from the writer.
+		// The object checked is the one released only at the same
+		// resourceVersion; one changed since is read again on the next
+		// call, as a conflict would be.
+		fresh := &unstructured.Unstructured{}
+		fresh.SetGroupVersionKind(live.GroupVersionKind())
+		switch err := a.writer.Get(ctx, kclient.KeyOf(live), fresh); {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading its field managers: %w", err)
+		case fresh.GetResourceVersion() != live.GetResourceVersion():
+			return fmt.Errorf("it changed since the cache read it (resourceVersion %s, now %s); it is read again on the next try", live.GetResourceVersion(), fresh.GetResourceVersion())
+		}
+		live = fresh
+	}
 	patch, err := releasePatch(live.GetLabels(), live.GetAnnotations(), live.GetManagedFields(), a.owner, live.GetResourceVersion())
 	if err != nil {
 		return err

@@ -56,6 +56,10 @@ type Kind struct {
 	// (Deployment: deployments), which is right for every kind the agent
 	// holds.
 	Resource string
+	// DropManagedFields holds the objects without their managedFields,
+	// often the largest part of a small object; a reader that needs them
+	// reads the object live.
+	DropManagedFields bool
 }
 
 // Cache holds the objects of its kinds. Build it with New, register
@@ -115,17 +119,32 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, kinds []Kind) (*Cache, error)
 		lw := cache.NewFilteredListWatchFromClient(rc, resource, metav1.NamespaceAll, func(o *metav1.ListOptions) {
 			o.LabelSelector = selector
 		})
+		inf := cache.NewSharedIndexInformerWithOptions(lw, k.Object, cache.SharedIndexInformerOptions{
+			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			ObjectDescription: gvk.Kind,
+		})
+		if k.DropManagedFields {
+			if err := inf.SetTransform(dropManagedFields); err != nil {
+				return nil, fmt.Errorf("informer: %s: %w", gvk.Kind, err)
+			}
+		}
 		c.kinds[gvk] = &held{
 			gvk:      gvk,
 			resource: schema.GroupResource{Group: gvk.Group, Resource: resource},
 			typ:      reflect.TypeOf(k.Object).Elem(),
-			informer: cache.NewSharedIndexInformerWithOptions(lw, k.Object, cache.SharedIndexInformerOptions{
-				Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-				ObjectDescription: gvk.Kind,
-			}),
+			informer: inf,
 		}
 	}
 	return c, nil
+}
+
+// dropManagedFields is the transform of a Kind with DropManagedFields: it
+// runs on each object as it arrives, before the store holds it.
+func dropManagedFields(o any) (any, error) {
+	if m, ok := o.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return o, nil
 }
 
 // restClient is a REST client for gv that decodes with codecs only.

@@ -373,3 +373,53 @@ func names(ds []appsv1.Deployment) []string {
 	}
 	return out
 }
+
+// TestDropManagedFields: a kind with DropManagedFields is held without
+// its managedFields, typed and unstructured; another kind keeps them.
+func TestDropManagedFields(t *testing.T) {
+	cfg := sharedEnv.Config(t)
+	w, err := direct.New(cfg, scheme(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	ns := namespace(t, w)
+	if err := w.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}, Data: map[string]string{"k": "v"}}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dropped"}, StringData: map[string]string{"k": "v"}}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := informer.New(cfg, scheme(t), []informer.Kind{{Object: &corev1.ConfigMap{}}, {Object: &corev1.Secret{}, DropManagedFields: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = c.Start(cctx) }()
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	if err := c.WaitForSync(sctx); err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	var sec corev1.Secret
+	testutil.Eventually(t, "the ConfigMap and the Secret in the cache", 15*time.Second, func() error {
+		if err := c.Get(ctx, kclient.Key{Namespace: ns, Name: "kept"}, &cm); err != nil {
+			return err
+		}
+		return c.Get(ctx, kclient.Key{Namespace: ns, Name: "dropped"}, &sec)
+	})
+	if len(cm.ManagedFields) == 0 {
+		t.Error("the ConfigMap, of a kind without DropManagedFields, was held without its managedFields")
+	}
+	if len(sec.ManagedFields) != 0 {
+		t.Errorf("the Secret, of a kind with DropManagedFields, was held with managedFields %v", sec.ManagedFields)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("Secret")
+	if err := c.Get(ctx, kclient.Key{Namespace: ns, Name: "dropped"}, u); err != nil || len(u.GetManagedFields()) != 0 {
+		t.Errorf("the Secret read unstructured: %v, managedFields %v; want none", err, u.GetManagedFields())
+	}
+}
