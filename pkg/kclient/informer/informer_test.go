@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-dev/flotilla/internal/testutil"
@@ -295,6 +296,25 @@ func TestReadsOnlyWhatTheSelectorHolds(t *testing.T) {
 	})
 }
 
+// run builds a cache of kinds, runs it until the test ends and waits for
+// its sync; ctx is the context it runs in.
+func run(t *testing.T, cfg *rest.Config, kinds []informer.Kind) (c *informer.Cache, ctx context.Context) {
+	t.Helper()
+	c, err := informer.New(cfg, scheme(t), kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	go func() { _ = c.Start(ctx) }()
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	if err := c.WaitForSync(sctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx
+}
+
 func TestClusterScopedAndUnselectedKinds(t *testing.T) {
 	cfg := sharedEnv.Config(t)
 	w, err := direct.New(cfg, scheme(t))
@@ -306,18 +326,7 @@ func TestClusterScopedAndUnselectedKinds(t *testing.T) {
 	if err := w.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"}, Data: map[string]string{"k": "v"}}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := informer.New(cfg, scheme(t), []informer.Kind{{Object: &corev1.ConfigMap{}}, {Object: &corev1.Namespace{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _ = c.Start(cctx) }()
-	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-	defer scancel()
-	if err := c.WaitForSync(sctx); err != nil {
-		t.Fatal(err)
-	}
+	c, cctx := run(t, cfg, []informer.Kind{{Object: &corev1.ConfigMap{}}, {Object: &corev1.Namespace{}}})
 	testutil.Eventually(t, "the ConfigMap and its namespace in the cache", 15*time.Second, func() error {
 		var cm corev1.ConfigMap
 		if err := c.Get(ctx, kclient.Key{Namespace: ns, Name: "plain"}, &cm); err != nil {
@@ -390,18 +399,7 @@ func TestDropManagedFields(t *testing.T) {
 	if err := w.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dropped"}, StringData: map[string]string{"k": "v"}}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := informer.New(cfg, scheme(t), []informer.Kind{{Object: &corev1.ConfigMap{}}, {Object: &corev1.Secret{}, DropManagedFields: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _ = c.Start(cctx) }()
-	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-	defer scancel()
-	if err := c.WaitForSync(sctx); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := run(t, cfg, []informer.Kind{{Object: &corev1.ConfigMap{}}, {Object: &corev1.Secret{}, DropManagedFields: true}})
 	var cm corev1.ConfigMap
 	var sec corev1.Secret
 	testutil.Eventually(t, "the ConfigMap and the Secret in the cache", 15*time.Second, func() error {
