@@ -629,18 +629,31 @@ func decode(m *v1alpha1.Manifest) (*unstructured.Unstructured, error) {
 	return obj, nil
 }
 
-// withManagedFields returns obj with its managedFields: obj itself, unless
-// it came from a reader that is not the writer (a cache, which may hold
-// objects without them, as the agent's does) and has none, when it is
-// read again through the writer. Only the messages that name an object's
-// field managers need them; a failed read returns obj as it is.
-func (a *Applier) withManagedFields(ctx context.Context, obj *unstructured.Unstructured) *unstructured.Unstructured {
-	if !a.confirmNotFound || len(obj.GetManagedFields()) > 0 {
-		return obj
-	}
+// lacksManagedFields says obj may have come without its managedFields: it
+// has none, and came from a reader that is not the writer (a cache, which
+// may hold objects without them, as the agent's does).
+func (a *Applier) lacksManagedFields(obj *unstructured.Unstructured) bool {
+	return a.confirmNotFound && len(obj.GetManagedFields()) == 0
+}
+
+// readThroughWriter reads obj's object again through the writer.
+func (a *Applier) readThroughWriter(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	fresh := &unstructured.Unstructured{}
 	fresh.SetGroupVersionKind(obj.GroupVersionKind())
-	if err := a.writer.Get(ctx, kclient.KeyOf(obj), fresh); err != nil || fresh.GetUID() != obj.GetUID() {
+	err := a.writer.Get(ctx, kclient.KeyOf(obj), fresh)
+	return fresh, err
+}
+
+// withManagedFields returns obj with its managedFields: obj itself, or,
+// when it lacks them (lacksManagedFields), the object read again through
+// the writer. Only the messages that name an object's field managers need
+// them; a failed read returns obj as it is.
+func (a *Applier) withManagedFields(ctx context.Context, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if !a.lacksManagedFields(obj) {
+		return obj
+	}
+	fresh, err := a.readThroughWriter(ctx, obj)
+	if err != nil || fresh.GetUID() != obj.GetUID() {
 		return obj
 	}
 	return fresh

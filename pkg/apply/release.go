@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-dev/flotilla/api/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/kclient"
 )
 
 // releasedLabels are the labels Apply puts on an object, which a release
@@ -50,15 +49,12 @@ func (a *Applier) releaseObject(ctx context.Context, work string, o AppliedObjec
 // release takes Flotilla's labels, annotations and field ownership off
 // live (see releaseObject).
 func (a *Applier) release(ctx context.Context, live *unstructured.Unstructured, logger logr.Logger) error {
-	if a.confirmNotFound && len(live.GetManagedFields()) == 0 {
-		// live came from a cache, which may hold objects without their
-		// managedFields (the agent's does): read them from the writer.
-		// The object checked is the one released only at the same
-		// resourceVersion; one changed since is read again on the next
-		// call, as a conflict would be.
-		fresh := &unstructured.Unstructured{}
-		fresh.SetGroupVersionKind(live.GroupVersionKind())
-		switch err := a.writer.Get(ctx, kclient.KeyOf(live), fresh); {
+	if a.lacksManagedFields(live) {
+		// Read them through the writer. The object checked is the one
+		// released only at the same resourceVersion; one changed since is
+		// read again on the next call, as a conflict would be.
+		fresh, err := a.readThroughWriter(ctx, live)
+		switch {
 		case apierrors.IsNotFound(err):
 			return nil
 		case err != nil:

@@ -83,21 +83,9 @@ func (c *Client) typedClient(gv schema.GroupVersion) (rest.Interface, error) {
 	if rc := c.typed[gv]; rc != nil {
 		return rc, nil
 	}
-	cfg := rest.CopyConfig(c.base)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = c.codecs
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientForConfigAndClient(cfg, c.httpClient)
+	rc, err := TypedRESTClient(c.base, c.httpClient, c.codecs, gv)
 	if err != nil {
-		return nil, fmt.Errorf("building the REST client of %s: %w", gv, err)
+		return nil, err
 	}
 	c.typed[gv] = rc
 	return rc, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,30 @@ func UntypedRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	c.AcceptContentTypes = "application/json"
 	c.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
 	return rest.UnversionedRESTClientFor(c)
+}
+
+// TypedRESTClient returns a REST client of group version gv on the
+// apiserver base reaches, through httpClient, that asks for protobuf (then
+// JSON, for kinds without protobuf) and decodes with codecs only: the
+// caller's scheme, not client-go's of every API group.
+func TypedRESTClient(base *rest.Config, httpClient *http.Client, codecs runtime.NegotiatedSerializer, gv schema.GroupVersion) (rest.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = codecs
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the REST client of %s: %w", gv, err)
+	}
+	return rc, nil
 }
 
 // RESTMapping returns the resource and scope of kind gk in the first of

@@ -24,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -42,6 +41,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/flotilla-dev/flotilla/pkg/kclient"
+	"github.com/flotilla-dev/flotilla/pkg/kclient/direct"
 )
 
 // Kind is one kind the cache holds.
@@ -102,8 +102,8 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, kinds []Kind) (*Cache, error)
 		}
 		rc := clients[gvk.GroupVersion()]
 		if rc == nil {
-			if rc, err = restClient(cfg, httpClient, codecs, gvk.GroupVersion()); err != nil {
-				return nil, err
+			if rc, err = direct.TypedRESTClient(cfg, httpClient, codecs, gvk.GroupVersion()); err != nil {
+				return nil, fmt.Errorf("informer: %w", err)
 			}
 			clients[gvk.GroupVersion()] = rc
 		}
@@ -145,27 +145,6 @@ func dropManagedFields(o any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return o, nil
-}
-
-// restClient is a REST client for gv that decodes with codecs only.
-func restClient(base *rest.Config, httpClient *http.Client, codecs runtime.NegotiatedSerializer, gv schema.GroupVersion) (rest.Interface, error) {
-	cfg := rest.CopyConfig(base)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = codecs
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("informer: building the REST client of %s: %w", gv, err)
-	}
-	return rc, nil
 }
 
 // kindOf is obj's kind by scheme.

@@ -138,13 +138,8 @@ func start(t *testing.T, seen *events) *informer.Cache {
 }
 
 func TestReadsOnlyWhatTheSelectorHolds(t *testing.T) {
-	cfg := sharedEnv.Config(t)
-	w, err := direct.New(cfg, scheme(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, w, ns := writer(t)
 	ctx := t.Context()
-	ns := namespace(t, w)
 	for _, d := range []*appsv1.Deployment{
 		deployment(ns, "a", map[string]string{"owned": "yes", "tier": "web"}),
 		deployment(ns, "b", map[string]string{"owned": "yes", "tier": "db"}),
@@ -296,6 +291,18 @@ func TestReadsOnlyWhatTheSelectorHolds(t *testing.T) {
 	})
 }
 
+// writer returns the shared apiserver's config, a direct client on it and
+// a namespace of the test's own.
+func writer(t *testing.T) (*rest.Config, *direct.Client, string) {
+	t.Helper()
+	cfg := sharedEnv.Config(t)
+	w, err := direct.New(cfg, scheme(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, w, namespace(t, w)
+}
+
 // run builds a cache of kinds, runs it until the test ends and waits for
 // its sync; ctx is the context it runs in.
 func run(t *testing.T, cfg *rest.Config, kinds []informer.Kind) (c *informer.Cache, ctx context.Context) {
@@ -316,13 +323,8 @@ func run(t *testing.T, cfg *rest.Config, kinds []informer.Kind) (c *informer.Cac
 }
 
 func TestClusterScopedAndUnselectedKinds(t *testing.T) {
-	cfg := sharedEnv.Config(t)
-	w, err := direct.New(cfg, scheme(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, w, ns := writer(t)
 	ctx := t.Context()
-	ns := namespace(t, w)
 	if err := w.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"}, Data: map[string]string{"k": "v"}}, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -386,13 +388,8 @@ func names(ds []appsv1.Deployment) []string {
 // TestDropManagedFields: a kind with DropManagedFields is held without
 // its managedFields, typed and unstructured; another kind keeps them.
 func TestDropManagedFields(t *testing.T) {
-	cfg := sharedEnv.Config(t)
-	w, err := direct.New(cfg, scheme(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, w, ns := writer(t)
 	ctx := t.Context()
-	ns := namespace(t, w)
 	if err := w.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}, Data: map[string]string{"k": "v"}}, "test"); err != nil {
 		t.Fatal(err)
 	}
