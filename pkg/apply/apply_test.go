@@ -267,7 +267,7 @@ func TestUnownedDeploymentIsLeftAlone(t *testing.T) {
 				t.Errorf("NeedsApply = false for a Work whose object was not applied")
 			}
 
-			st, err := a.Status(f.ctx, work, results, time.Now())
+			st, _, err := a.Status(f.ctx, work, results, time.Now())
 			if err != nil {
 				t.Fatalf("computing status: %v", err)
 			}
@@ -501,7 +501,7 @@ func TestStatusFromLiveDeployment(t *testing.T) {
 		t.Fatalf("updating the Deployment's status: %v", err)
 	}
 
-	st, err := a.Status(f.ctx, work, results, time.Now())
+	st, _, err := a.Status(f.ctx, work, results, time.Now())
 	if err != nil {
 		t.Fatalf("computing status: %v", err)
 	}

@@ -215,7 +215,7 @@ func TestStatusReportsServiceEndpoints(t *testing.T) {
 	f.createSlice(f.ns, "web-abcde", "web", discoveryv1.AddressTypeIPv4,
 		endpoint("10.6.0.1", ptr.To(true)), endpoint("10.6.0.2", ptr.To(false)))
 
-	st, err := a.Status(f.ctx, work, results, time.Now())
+	st, _, err := a.Status(f.ctx, work, results, time.Now())
 	if err != nil {
 		t.Fatalf("computing status: %v", err)
 	}

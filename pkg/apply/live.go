@@ -25,14 +25,35 @@ import (
 // plenty, and a Deployment of thousands of replicas costs no more.
 const maxPods = 100
 
+// PodProblemsAfter is how long a Deployment that is not available must
+// have gone without progress before its pods are listed for the reason
+// (see ReadLive). While the Deployment controller records progress (a
+// replica updated, ready or available, within this time) the pods are
+// starting, and a problem such as an image that cannot be pulled shows
+// only after the kubelet's first attempt; listing them on every status
+// change of a rollout put a live list of the member's apiserver in front
+// of the report that the rollout finished.
+const PodProblemsAfter = 2 * time.Second
+
+// PodRecheckInterval is how often the pods of a Deployment that stays
+// unavailable without progress are listed again (see Live.Recheck): no
+// Deployment event follows a pod's problem, so without it the reason
+// would wait for the next change or resync.
+const PodRecheckInterval = 30 * time.Second
+
 // ReadLive reads the objects the results say were applied: one read per
-// object through the reader and, only for a Deployment that is not
-// available, one list of its pods. The pods are listed through the writer
-// as unstructured objects so that a controller-runtime manager's client
-// lists them live instead of starting a cluster-wide pod informer. An
-// object that cannot be read is left out of Live (WorkStatus then reports
-// it gone) and its error is returned joined with the others.
+// object through the reader and, for a Deployment that is not available,
+// one list of its pods (see podsDue: not while it is progressing, nor
+// before its controller observed its generation). The pods are listed
+// through the writer, live, so that no cluster-wide pod informer is
+// needed. An object that cannot be read is left out of Live (WorkStatus
+// then reports it gone) and its error is returned joined with the others.
+// Live.Recheck says when to read again for the pods.
 func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) {
+	return a.readLiveAt(ctx, results, time.Now())
+}
+
+func (a *Applier) readLiveAt(ctx context.Context, results []Result, now time.Time) (Live, error) {
 	ctx = quiet(ctx)
 	live := Live{
 		Objects: map[v1alpha1.ResourceIdentifier]*unstructured.Unstructured{},
@@ -75,7 +96,8 @@ func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) 
 		if gvk.GroupKind() != DeploymentKind.GroupKind() {
 			continue
 		}
-		pods, err := a.unavailablePods(ctx, obj)
+		pods, recheck, err := a.unavailablePods(ctx, obj, now)
+		live.recheckIn(recheck)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("listing the pods of %s: %w", describe(id), err))
 			continue
@@ -85,6 +107,13 @@ func (a *Applier) ReadLive(ctx context.Context, results []Result) (Live, error) 
 		}
 	}
 	return live, errors.Join(errs...)
+}
+
+// recheckIn makes l.Recheck d when d is sooner (zero: no recheck).
+func (l *Live) recheckIn(d time.Duration) {
+	if d > 0 && (l.Recheck == 0 || d < l.Recheck) {
+		l.Recheck = d
+	}
 }
 
 // EndpointSliceKind is the kind whose objects count a Service's endpoints.
@@ -132,27 +161,64 @@ func (a *Applier) serviceEndpoints(ctx context.Context, svc *unstructured.Unstru
 	return out, nil
 }
 
-// unavailablePods lists the pods of Deployment obj when it is not
-// available, and returns nil without a request when it is.
-func (a *Applier) unavailablePods(ctx context.Context, obj *unstructured.Unstructured) ([]corev1.Pod, error) {
+// unavailablePods lists the pods of Deployment obj when podsDue says they
+// are due, and says when to look again (zero: only on the next change).
+func (a *Applier) unavailablePods(ctx context.Context, obj *unstructured.Unstructured, now time.Time) ([]corev1.Pod, time.Duration, error) {
 	var d appsv1.Deployment
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
-		return nil, fmt.Errorf("decoding the Deployment: %w", err)
+		return nil, 0, fmt.Errorf("decoding the Deployment: %w", err)
 	}
-	if evaluateDeployment(&d).available || d.Spec.Selector == nil {
-		return nil, nil
+	due, recheck := podsDue(&d, now)
+	if !due || d.Spec.Selector == nil {
+		return nil, recheck, nil
 	}
 	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the Deployment's selector: %w", err)
+		return nil, 0, fmt.Errorf("parsing the Deployment's selector: %w", err)
 	}
 	// Typed: the agent's direct client then reads them as protobuf, with
 	// no JSON and unstructured copy on the way.
 	var list corev1.PodList
 	if err := a.writer.List(ctx, &list, kclient.ListOptions{Namespace: d.Namespace, Labels: selector, Limit: maxPods}); err != nil {
-		return nil, err
+		return nil, recheck, err
 	}
-	return list.Items, nil
+	return list.Items, recheck, nil
+}
+
+// podsDue says whether the pods of Deployment d are worth a live list now,
+// and when to ask again:
+//
+//   - available, or its generation not yet observed by the Deployment
+//     controller: no (the pods are not the news, or not yet the new
+//     template's), and no recheck (the controller's next status is an
+//     event);
+//   - its Progressing condition True with a lastUpdateTime less than
+//     PodProblemsAfter ago (the controller saw a replica move within it):
+//     no, and again when that time has passed, since a stalled rollout
+//     brings no further event;
+//   - otherwise (stalled, past its progress deadline, or without the
+//     condition at all): yes, and again after PodRecheckInterval while it
+//     stays unavailable, since a pod's problem (a failed pull, a crash)
+//     changes no Deployment field.
+//
+// A lastUpdateTime ahead of now (the controller's clock ahead of this
+// one) counts as now.
+func podsDue(d *appsv1.Deployment, now time.Time) (due bool, recheck time.Duration) {
+	h := evaluateDeployment(d)
+	if h.available || !h.observed {
+		return false, 0
+	}
+	for i := range d.Status.Conditions {
+		c := &d.Status.Conditions[i]
+		if c.Type != appsv1.DeploymentProgressing || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		since := max(now.Sub(c.LastUpdateTime.Time), 0)
+		if since < PodProblemsAfter {
+			return false, PodProblemsAfter - since
+		}
+	}
+	return true, PodRecheckInterval
 }
 
 // Status reads the live state of what results say was applied and computes
@@ -164,12 +230,16 @@ func (a *Applier) unavailablePods(ctx context.Context, obj *unstructured.Unstruc
 // that record proves: every recorded object applied. A caller that skips
 // the apply because NeedsApply says false after a restart thus reports
 // the Work as applied, not as waiting.
-func (a *Applier) Status(ctx context.Context, work *v1alpha1.Work, results []Result, now time.Time) (v1alpha1.WorkStatus, error) {
+//
+// recheck, when not zero, is when to compute the status again although
+// nothing changes: a Deployment's pods were not listed yet, or are to be
+// listed again (see podsDue).
+func (a *Applier) Status(ctx context.Context, work *v1alpha1.Work, results []Result, now time.Time) (st v1alpha1.WorkStatus, recheck time.Duration, err error) {
 	if results == nil {
 		results = a.resumedResults(work)
 	}
-	live, err := a.ReadLive(ctx, results)
-	return WorkStatus(work, results, live, now), err
+	live, err := a.readLiveAt(ctx, results, now)
+	return WorkStatus(work, results, live, now), live.Recheck, err
 }
 
 // resumedResults is what the drift record proves of work's last Apply: a

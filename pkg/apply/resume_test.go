@@ -178,7 +178,7 @@ func TestRestartResumesWithoutApplying(t *testing.T) {
 
 	// A caller that skips the apply (the push engine's Store.Sync) has no
 	// results; Status reports what the record proves, not "waiting".
-	st, err := restarted.Status(f.ctx, work, nil, time.Now())
+	st, _, err := restarted.Status(f.ctx, work, nil, time.Now())
 	if err != nil {
 		t.Fatalf("status after a restart: %v", err)
 	}
@@ -186,7 +186,7 @@ func TestRestartResumesWithoutApplying(t *testing.T) {
 		t.Errorf("status after a restart without results = %+v, want Applied True for Deployment %s/web", st, f.ns)
 	}
 	next := newWork(t, work.Name, 2, deployment(f.ns, "web", "web:2", 2))
-	if st, _ := restarted.Status(f.ctx, next, nil, time.Now()); meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionApplied) {
+	if st, _, _ := restarted.Status(f.ctx, next, nil, time.Now()); meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionApplied) {
 		t.Errorf("status of a generation never applied, without results, says Applied: %+v", st.Conditions)
 	}
 	if n := counter.writes.Load(); n != 0 {

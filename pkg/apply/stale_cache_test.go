@@ -48,7 +48,7 @@ func TestStatusFromStaleCache(t *testing.T) {
 	a := New(staleReader{saved: saved}, f.writer(), Options{})
 	work := newWork(t, f.work("web"), 2, deployment(f.ns, "web", "web:2", 2))
 	results := f.apply(a, work)
-	st, err := a.Status(f.ctx, work, results, time.Now())
+	st, _, err := a.Status(f.ctx, work, results, time.Now())
 	if err != nil {
 		t.Fatalf("computing status: %v", err)
 	}

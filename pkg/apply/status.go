@@ -32,6 +32,10 @@ type Live struct {
 	Pods map[v1alpha1.ResourceIdentifier][]corev1.Pod
 	// Endpoints holds, for each Service, the count of its endpoints.
 	Endpoints map[v1alpha1.ResourceIdentifier]*v1alpha1.EndpointsStatus
+	// Recheck, when not zero, is how soon the live state is worth reading
+	// again although no object changes: the soonest a Deployment's pods
+	// are due (see podsDue).
+	Recheck time.Duration
 }
 
 // WorkStatus computes work's status from the results of its last Apply and

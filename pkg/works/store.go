@@ -35,6 +35,10 @@ type entry struct {
 	results []apply.Result
 	// reported is the last status sent to the hub.
 	reported *flotillav1.WorkStatus
+	// recheck wakes the reconciler at recheckAt, when a status computed
+	// asked to be computed again (see apply.Applier.Status).
+	recheck   *time.Timer
+	recheckAt time.Time
 }
 
 // Store holds the Works the hub sent and applies them. It implements the
@@ -246,10 +250,11 @@ func (s *Store) reportLocked(ctx context.Context, e *entry) {
 		// Keep transition times stable across reports.
 		work.Status = *e.reported
 	}
-	st, err := s.applier.Status(ctx, work, e.results, s.now())
+	st, recheck, err := s.applier.Status(ctx, work, e.results, s.now())
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("reading live objects for status", "work", work.Name, "error", err.Error())
 	}
+	s.recheckLocked(e, work.Name, recheck)
 	if s.health != nil {
 		st.Health = s.health(work.Name, work.Spec.Health)
 	}
@@ -260,6 +265,25 @@ func (s *Store) reportLocked(ctx context.Context, e *entry) {
 	if s.reporter != nil {
 		s.reporter.ReportStatus(work.Name, st.DeepCopy())
 	}
+}
+
+// recheckLocked makes the reconciler look at Work name again within d
+// (zero asks for nothing): one timer per Work, kept when it fires no later
+// than d from now. e.mu is held.
+func (s *Store) recheckLocked(e *entry, name string, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	now := time.Now()
+	at := now.Add(d)
+	if e.recheck != nil && now.Before(e.recheckAt) && !e.recheckAt.After(at) {
+		return
+	}
+	if e.recheck != nil {
+		e.recheck.Stop()
+	}
+	e.recheckAt = at
+	e.recheck = time.AfterFunc(d, func() { s.Wake(name) })
 }
 
 // sameStatus compares two statuses ignoring report times.
@@ -310,6 +334,9 @@ func (s *Store) forget(name string) {
 	if e != nil {
 		e.mu.Lock()
 		e.work = nil
+		if e.recheck != nil {
+			e.recheck.Stop()
+		}
 		e.mu.Unlock()
 	}
 }
