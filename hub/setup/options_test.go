@@ -111,6 +111,7 @@ func TestMemberInputFlagsValidated(t *testing.T) {
 		{"NaN status rate", func(o *Options) { o.MemberStatusRate = math.NaN() }, "--member-status-rate"},
 		{"negative status burst", func(o *Options) { o.MemberStatusBurst = -5 }, "--member-status-burst"},
 		{"negative status buffer", func(o *Options) { o.MemberStatusBufferBytes = -1 }, "--member-status-buffer-bytes"},
+		{"work status linger past its bound", func(o *Options) { o.WorkStatusLinger = time.Minute }, "--work-status-linger"},
 		{"NaN connect rate", func(o *Options) { o.MemberConnectRate = math.NaN() }, "--member-connect-rate"},
 		{"negative connect burst", func(o *Options) { o.MemberConnectBurst = -1 }, "--member-connect-burst"},
 	} {

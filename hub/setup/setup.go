@@ -144,6 +144,9 @@ type Options struct {
 	// often a member's agent may open a stream (a negative rate turns the
 	// limit off). Negative sizes and bursts and NaN rates are refused.
 	SyncMaxRecvMessageBytes int
+	// WorkStatusLinger is how long a status report waits before it is
+	// written into its Work's status (syncbridge.StatusWriter.Linger).
+	WorkStatusLinger        time.Duration
 	MemberStatusRate        float64
 	MemberStatusBurst       int
 	MemberStatusBufferBytes int
@@ -409,7 +412,7 @@ func newManager(opts Options, scheme *runtime.Scheme, certs *hubPKI, leaderLease
 // MemberCluster health controller to mgr.
 func setupControllers(mgr ctrl.Manager, opts Options) (*Hub, *membercluster.Reconciler, error) {
 	tracker := membercluster.NewTracker(5 * time.Second)
-	statusWriter := &syncbridge.StatusWriter{Client: mgr.GetClient(), Reader: mgr.GetCache(), Informers: mgr.GetCache(), APIReader: mgr.GetAPIReader(), MaxPendingBytes: opts.MemberStatusBufferBytes}
+	statusWriter := &syncbridge.StatusWriter{Client: mgr.GetClient(), Reader: mgr.GetCache(), Informers: mgr.GetCache(), APIReader: mgr.GetAPIReader(), MaxPendingBytes: opts.MemberStatusBufferBytes, Linger: opts.WorkStatusLinger}
 	if err := mgr.Add(statusWriter); err != nil {
 		return nil, nil, err
 	}
@@ -668,6 +671,14 @@ func (r *syncRunnable) Start(ctx context.Context) error {
 
 // validateOptions refuses values the hub's flags must not have, naming
 // the flag.
+// MaxWorkStatusLinger bounds Options.WorkStatusLinger: placement, rollouts
+// and deletions decide on stored Work status, so a report must not wait
+// long.
+const MaxWorkStatusLinger = 10 * time.Second
+
+// DefaultWorkStatusLinger is Options.WorkStatusLinger when zero.
+const DefaultWorkStatusLinger = syncbridge.DefaultLinger
+
 func validateOptions(opts Options) error {
 	if math.IsNaN(opts.MemberDeleteRate) {
 		return errors.New("--member-delete-rate is NaN: give Work deletions per second per member (0 means the default, a negative value turns the limit off)")
@@ -696,6 +707,9 @@ func validateOptions(opts Options) error {
 	}
 	if opts.MemberStatusBurst < 0 {
 		return fmt.Errorf("--member-status-burst is %d: it must not be negative (0 means the default, %d)", opts.MemberStatusBurst, syncserver.DefaultStatusBurst)
+	}
+	if opts.WorkStatusLinger > MaxWorkStatusLinger {
+		return fmt.Errorf("--work-status-linger is %s: it must be at most %s (0 means the default, %s; a negative value writes at once)", opts.WorkStatusLinger, MaxWorkStatusLinger, syncbridge.DefaultLinger)
 	}
 	if opts.MemberStatusBufferBytes < 0 {
 		return fmt.Errorf("--member-status-buffer-bytes is %d: it must not be negative (0 means the default, %d)", opts.MemberStatusBufferBytes, syncserver.DefaultStatusBacklogBytes)

@@ -54,6 +54,12 @@ type StatusWriter struct {
 	Informers informerGetter
 	// Workers is the number of parallel writers (default 8).
 	Workers int
+	// Linger is how long a Work's report waits before it is written, so
+	// that the reports of one rollout arriving within it cost one write,
+	// and the write keeps out of the way of the MyApp status write the
+	// same report triggers at once (see Notify): zero means
+	// DefaultLinger, a negative value writes at once.
+	Linger time.Duration
 	// MaxPendingBytes bounds, per cluster, the reports waiting to be
 	// written (their approximate size, see statusSize); zero means
 	// DefaultMaxPendingBytes. A report that replaces the pending one of
@@ -112,8 +118,14 @@ func (w *StatusWriter) init() {
 		if w.Workers == 0 {
 			w.Workers = 8
 		}
+		if w.Linger == 0 {
+			w.Linger = DefaultLinger
+		}
 	})
 }
+
+// DefaultLinger is StatusWriter.Linger when zero.
+const DefaultLinger = 50 * time.Millisecond
 
 // DefaultMaxPendingBytes is StatusWriter.MaxPendingBytes when zero: some
 // 4,000 Works' reports of an honest agent (about 2 KiB each) per cluster.
@@ -139,7 +151,13 @@ func (w *StatusWriter) WorkStatus(ctx context.Context, cluster, name string, sta
 		log.FromContext(ctx).V(1).Info("dropped a Work status report: the cluster's pending reports reached the bound", "work", key, "maxBytes", w.MaxPendingBytes)
 		return
 	}
-	w.queue.Add(key)
+	if w.Linger > 0 {
+		// The delaying queue keeps the earliest time asked for a key:
+		// a later report of the same Work joins the wait, latest wins.
+		w.queue.AddAfter(key, w.Linger)
+	} else {
+		w.queue.Add(key)
+	}
 	if w.Notify != nil {
 		w.notifyIfChanged(ctx, key, status)
 	}

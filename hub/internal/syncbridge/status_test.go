@@ -167,6 +167,8 @@ type failingPatches struct {
 	testutil.Gate
 	fail   atomic.Bool
 	reject atomic.Bool
+	// written counts the status patches the apiserver took.
+	written atomic.Int32
 }
 
 func (f *failingPatches) Status() client.SubResourceWriter {
@@ -189,6 +191,7 @@ func (s failingStatus) Patch(ctx context.Context, obj client.Object, patch clien
 	if err := s.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
+	s.f.written.Add(1)
 	if s.f.fail.Load() {
 		return apierrors.NewTimeoutError("the write may have happened", 1)
 	}
@@ -207,6 +210,13 @@ func reportOf(msg string) *flotillav1.WorkStatus {
 // writer wrote it long ago, in both the fake apiserver and the fake cache,
 // and starts a writer at resourceVersion 100.
 func newTrustFixture(t *testing.T, msg string, works ...string) *trustFixture {
+	t.Helper()
+	return newTrustFixtureWith(t, nil, msg, works...)
+}
+
+// newTrustFixtureWith is newTrustFixture whose writer set changes before
+// it starts.
+func newTrustFixtureWith(t *testing.T, set func(*StatusWriter), msg string, works ...string) *trustFixture {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := flotillav1.AddToScheme(scheme); err != nil {
@@ -229,6 +239,9 @@ func newTrustFixture(t *testing.T, msg string, works ...string) *trustFixture {
 	}
 	f.api, f.cached = &failingPatches{Client: build()}, build()
 	f.w = &StatusWriter{Client: f.api, Reader: f.cached, APIReader: rvReader{f.api, "100"}, Informers: f.inf, Workers: 1}
+	if set != nil {
+		set(f.w)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = f.w.Start(ctx) }()
