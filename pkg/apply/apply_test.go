@@ -60,6 +60,25 @@ func (f *fixture) createUnowned(d *appsv1.Deployment) *appsv1.Deployment {
 	return d
 }
 
+// waitingPod creates pod name of app (label app=app) in the fixture's
+// namespace, its only container of image waiting with reason and message,
+// as a kubelet would report it.
+func (f *fixture) waitingPod(name, app, image, reason, message string) {
+	f.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: map[string]string{"app": app}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+	}
+	if err := f.c.Create(f.ctx, pod); err != nil {
+		f.t.Fatalf("creating pod %s: %v", name, err)
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: image,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}}
+	if err := f.c.Status().Update(f.ctx, pod); err != nil {
+		f.t.Fatalf("setting the status of pod %s as the kubelet would: %v", name, err)
+	}
+}
+
 func (f *fixture) gone(ns, name string) {
 	f.t.Helper()
 	f.eventually("deletion of Deployment "+ns+"/"+name, func(ctx context.Context) (bool, error) {
@@ -483,18 +502,7 @@ func TestStatusFromLiveDeployment(t *testing.T) {
 	work := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:nope", 2))
 	results := f.apply(a, work)
 
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "web-abc", Labels: map[string]string{"app": "web"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:nope"}}},
-	}
-	if err := f.c.Create(f.ctx, pod); err != nil {
-		t.Fatalf("creating a pod: %v", err)
-	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: "web:nope",
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "web:nope"`}}}}
-	if err := f.c.Status().Update(f.ctx, pod); err != nil {
-		t.Fatalf("setting the pod's status as the kubelet would: %v", err)
-	}
+	f.waitingPod("web-abc", "web", "web:nope", "ImagePullBackOff", `Back-off pulling image "web:nope"`)
 	d := f.getDeployment(f.ns, "web")
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, UnavailableReplicas: 2}
 	if err := f.c.Status().Update(f.ctx, d); err != nil {

@@ -79,18 +79,7 @@ func TestPodsWaitWhileTheRolloutProgresses(t *testing.T) {
 	work := newWork(t, f.work("web"), 1, deployment(f.ns, "web", "web:nope", 2))
 	results := f.apply(a, work)
 
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "web-abc", Labels: map[string]string{"app": "web"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "web:nope"}}},
-	}
-	if err := f.c.Create(f.ctx, pod); err != nil {
-		t.Fatalf("creating a pod: %v", err)
-	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: "web:nope",
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
-	if err := f.c.Status().Update(f.ctx, pod); err != nil {
-		t.Fatalf("setting the pod's status as the kubelet would: %v", err)
-	}
+	f.waitingPod("web-abc", "web", "web:nope", "ImagePullBackOff", "")
 	setProgress := func(at time.Time) {
 		t.Helper()
 		d := f.getDeployment(f.ns, "web")
