@@ -52,11 +52,12 @@ var (
 	// WorkStatusLatency is, for each report the status writer wrote, the
 	// time from its arrival (from an agent's stream or the push engine)
 	// until its write returned; WorkStatusWriteDuration is the write
-	// alone. Their difference is the report's wait: in the queue, behind a
-	// write of the same Work's earlier report.
+	// alone. Their difference is the report's wait: the linger
+	// (--work-status-linger), in the queue, behind a write of the same
+	// Work's earlier report.
 	WorkStatusLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "flotilla_work_status_latency_seconds",
-		Help:    "Time from a member's status report reaching the Work status writer until its write returned (reports written only).",
+		Help:    "Time from a member's status report reaching the Work status writer until its write returned, the linger (--work-status-linger) included (reports written only).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	})
 	WorkStatusWriteDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
