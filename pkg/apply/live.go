@@ -35,11 +35,14 @@ const maxPods = 100
 // of the report that the rollout finished.
 const PodProblemsAfter = 2 * time.Second
 
-// PodRecheckInterval is how often the pods of a Deployment that stays
-// unavailable without progress are listed again (see Live.Recheck): no
-// Deployment event follows a pod's problem, so without it the reason
-// would wait for the next change or resync.
-const PodRecheckInterval = 30 * time.Second
+// MaxPodRecheck bounds how long the pods of a Deployment that stays
+// unavailable without progress go unread (see Live.Recheck). No
+// Deployment event follows a pod's problem, so the pods are read again
+// after as long as the rollout has stalled so far (at 2 s, 4 s, 8 s, ...
+// of the stall), up to this: the Work reconciler's own resync. A member
+// with many stuck Deployments thus costs each at most one list per
+// resync, not one per fixed interval.
+const MaxPodRecheck = 5 * time.Minute
 
 // ReadLive reads the objects the results say were applied: one read per
 // object through the reader and, for a Deployment that is not available,
@@ -196,10 +199,12 @@ func (a *Applier) unavailablePods(ctx context.Context, obj *unstructured.Unstruc
 //     PodProblemsAfter ago (the controller saw a replica move within it):
 //     no, and again when that time has passed, since a stalled rollout
 //     brings no further event;
-//   - otherwise (stalled, past its progress deadline, or without the
-//     condition at all): yes, and again after PodRecheckInterval while it
-//     stays unavailable, since a pod's problem (a failed pull, a crash)
-//     changes no Deployment field.
+//   - otherwise (stalled, or past its progress deadline): yes, and again
+//     after as long as it has stalled so far (at least PodProblemsAfter,
+//     at most MaxPodRecheck), since a pod's problem (a failed pull, a
+//     crash) changes no Deployment field;
+//   - without a Progressing condition (no progress deadline, no
+//     controller): yes, and again after MaxPodRecheck.
 //
 // A lastUpdateTime ahead of now (the controller's clock ahead of this
 // one) counts as now.
@@ -210,15 +215,16 @@ func podsDue(d *appsv1.Deployment, now time.Time) (due bool, recheck time.Durati
 	}
 	for i := range d.Status.Conditions {
 		c := &d.Status.Conditions[i]
-		if c.Type != appsv1.DeploymentProgressing || c.Status != corev1.ConditionTrue {
+		if c.Type != appsv1.DeploymentProgressing {
 			continue
 		}
-		since := max(now.Sub(c.LastUpdateTime.Time), 0)
-		if since < PodProblemsAfter {
-			return false, PodProblemsAfter - since
+		stalled := max(now.Sub(c.LastUpdateTime.Time), 0)
+		if c.Status == corev1.ConditionTrue && stalled < PodProblemsAfter {
+			return false, PodProblemsAfter - stalled
 		}
+		return true, min(max(stalled, PodProblemsAfter), MaxPodRecheck)
 	}
-	return true, PodRecheckInterval
+	return true, MaxPodRecheck
 }
 
 // Status reads the live state of what results say was applied and computes

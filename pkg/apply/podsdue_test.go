@@ -50,14 +50,20 @@ func TestPodsDue(t *testing.T) {
 		{"the controller's clock ahead of ours counts as now", deploy(func(d *appsv1.Deployment) {
 			d.Status.Conditions = []appsv1.DeploymentCondition{progressing(-time.Minute)}
 		}), false, PodProblemsAfter},
-		{"no progress for the grace: list, and again while it stays so", deploy(func(d *appsv1.Deployment) {
+		{"no progress for the grace: list, and again after as long", deploy(func(d *appsv1.Deployment) {
 			d.Status.Conditions = []appsv1.DeploymentCondition{progressing(PodProblemsAfter)}
-		}), true, PodRecheckInterval},
-		{"past its progress deadline: list", deploy(func(d *appsv1.Deployment) {
+		}), true, PodProblemsAfter},
+		{"stalled for a minute: list, and again in a minute", deploy(func(d *appsv1.Deployment) {
+			d.Status.Conditions = []appsv1.DeploymentCondition{progressing(time.Minute)}
+		}), true, time.Minute},
+		{"stalled for an hour: list, and again at the most after MaxPodRecheck", deploy(func(d *appsv1.Deployment) {
+			d.Status.Conditions = []appsv1.DeploymentCondition{progressing(time.Hour)}
+		}), true, MaxPodRecheck},
+		{"just past its progress deadline: list, and again after the grace", deploy(func(d *appsv1.Deployment) {
 			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
 				Reason: "ProgressDeadlineExceeded", LastUpdateTime: metav1.NewTime(now)}}
-		}), true, PodRecheckInterval},
-		{"no Progressing condition (no progress deadline): list", deploy(func(d *appsv1.Deployment) {}), true, PodRecheckInterval},
+		}), true, PodProblemsAfter},
+		{"no Progressing condition (no progress deadline): list, and again after MaxPodRecheck", deploy(func(d *appsv1.Deployment) {}), true, MaxPodRecheck},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			due, recheck := podsDue(tc.d, now)
@@ -72,7 +78,7 @@ func TestPodsDue(t *testing.T) {
 // records progress, Status reads no pods (a pod already failing its pull
 // is not reported yet) and asks to be computed again when the grace ends;
 // once progress has stalled it lists them, reports the pod's problem, and
-// asks again after PodRecheckInterval.
+// asks again after as long as the rollout has stalled.
 func TestPodsWaitWhileTheRolloutProgresses(t *testing.T) {
 	f := newFixture(t)
 	a := New(nil, f.writer(), Options{})
@@ -112,7 +118,8 @@ func TestPodsWaitWhileTheRolloutProgresses(t *testing.T) {
 	}
 	checkCondition(t, "Work stalled", st.Conditions, v1alpha1.ConditionDegraded,
 		want{metav1.ConditionTrue, "ImagePullBackOff", "pod web-abc container app: ImagePullBackOff"})
-	if recheck != PodRecheckInterval {
-		t.Errorf("recheck once stalled = %s, want %s", recheck, PodRecheckInterval)
+	// Stalled 3 s ago, or up to a second more (whole seconds).
+	if recheck < PodProblemsAfter+time.Second || recheck > PodProblemsAfter+2*time.Second {
+		t.Errorf("recheck once stalled for %s = %s, want as long again", PodProblemsAfter+time.Second, recheck)
 	}
 }
