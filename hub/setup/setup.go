@@ -669,8 +669,6 @@ func (r *syncRunnable) Start(ctx context.Context) error {
 	}
 }
 
-// validateOptions refuses values the hub's flags must not have, naming
-// the flag.
 // MaxWorkStatusLinger bounds Options.WorkStatusLinger: placement, rollouts
 // and deletions decide on stored Work status, so a report must not wait
 // long.
@@ -679,6 +677,8 @@ const MaxWorkStatusLinger = 10 * time.Second
 // DefaultWorkStatusLinger is Options.WorkStatusLinger when zero.
 const DefaultWorkStatusLinger = syncbridge.DefaultLinger
 
+// validateOptions refuses values the hub's flags must not have, naming
+// the flag.
 func validateOptions(opts Options) error {
 	if math.IsNaN(opts.MemberDeleteRate) {
 		return errors.New("--member-delete-rate is NaN: give Work deletions per second per member (0 means the default, a negative value turns the limit off)")
@@ -709,7 +709,7 @@ func validateOptions(opts Options) error {
 		return fmt.Errorf("--member-status-burst is %d: it must not be negative (0 means the default, %d)", opts.MemberStatusBurst, syncserver.DefaultStatusBurst)
 	}
 	if opts.WorkStatusLinger > MaxWorkStatusLinger {
-		return fmt.Errorf("--work-status-linger is %s: it must be at most %s (0 means the default, %s; a negative value writes at once)", opts.WorkStatusLinger, MaxWorkStatusLinger, syncbridge.DefaultLinger)
+		return fmt.Errorf("--work-status-linger is %s: it must be at most %s (0 means the default, %s; a negative value writes at once)", opts.WorkStatusLinger, MaxWorkStatusLinger, DefaultWorkStatusLinger)
 	}
 	if opts.MemberStatusBufferBytes < 0 {
 		return fmt.Errorf("--member-status-buffer-bytes is %d: it must not be negative (0 means the default, %d)", opts.MemberStatusBufferBytes, syncserver.DefaultStatusBacklogBytes)
