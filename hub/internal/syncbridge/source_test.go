@@ -3,6 +3,7 @@ package syncbridge
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,9 @@ func startInformers(ctx context.Context, tb testing.TB, informers cache.Cache) {
 
 func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
 
+// deletionIntentRuns numbers TestDeletionIntentFromTheInformer's runs.
+var deletionIntentRuns atomic.Int32
+
 // TestDeletionIntentFromTheInformer deletes Works on a real apiserver and
 // checks what the Work source says about each, when it tells the server:
 // a Work marked with the deletion intent was meant to go, one deleted
@@ -81,7 +85,10 @@ func TestDeletionIntentFromTheInformer(t *testing.T) {
 	})
 	startInformers(ctx, t, informers)
 
-	ns := flotillav1.ClusterNamespace("east")
+	// A cluster of its own per run: envtest never finishes deleting a
+	// namespace, so a second run (-count=2) would find the first's.
+	cluster := fmt.Sprintf("east-%d", deletionIntentRuns.Add(1))
+	ns := flotillav1.ClusterNamespace(cluster)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +137,7 @@ func TestDeletionIntentFromTheInformer(t *testing.T) {
 		}
 		return nil
 	}, testutil.Every(20*time.Millisecond))
-	if r, k := src.DeletionIntent("east", "kept"); k || r != "" {
+	if r, k := src.DeletionIntent(cluster, "kept"); k || r != "" {
 		t.Errorf("DeletionIntent(kept) = %q, %v; want unknown", r, k)
 	}
 
@@ -139,7 +146,7 @@ func TestDeletionIntentFromTheInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the re-created Work forgetting the vanishing", 30*time.Second, func() error {
-		if r, k := src.DeletionIntent("east", "lost"); k {
+		if r, k := src.DeletionIntent(cluster, "lost"); k {
 			return fmt.Errorf("still %q, %v", r, k)
 		}
 		return nil
