@@ -297,6 +297,7 @@ func (b *bench) report(mach machine, loadStart, loadEnd string, runErr error) st
 			rows = append(rows, b.statusMember[m])
 		}
 		s.WriteString(table(rows))
+		s.WriteString("\nThe figures that end at a Work's status on the hub include the hub's `--work-status-linger` (its default: the fleet sets none), which a report waits before its write; the MyApp's status is computed from the reports and does not wait for it.\n")
 		if len(b.statusWrites) > 0 {
 			w := slices.Clone(b.statusWrites)
 			slices.Sort(w)
