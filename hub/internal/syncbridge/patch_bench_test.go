@@ -7,7 +7,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,10 +39,8 @@ func benchWorkStatus(ready int32) *flotillav1.WorkStatus {
 // status floor), and what the Work's size and the patch type change.
 func BenchmarkStatusPatch(b *testing.B) {
 	ctx, c, _, _ := newSourceEnv(b)
-	ns := fmt.Sprintf("patch-%d", benchClusters.Add(1))
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
-	}
+	ns := freshName("patch")
+	createNamespace(ctx, b, c, ns)
 	app := &flotillav1.MyApp{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "bench"}, Spec: flotillav1.MyAppSpec{Image: "registry.example/app:v1"}}
 	d, err := render.Deployment(app, 3, render.ClusterOverrides{})
 	if err != nil {

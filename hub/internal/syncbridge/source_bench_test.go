@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,10 +14,6 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/api/v1alpha1"
 	"github.com/flotilla-dev/flotilla/internal/ssa"
 )
-
-// benchClusters numbers the benchmark's clusters: it runs several times
-// against one apiserver.
-var benchClusters atomic.Int32
 
 // BenchmarkWorkEventAfterWrite server-side applies one new Work per
 // iteration on the package's envtest apiserver, as the MyApp controller
@@ -31,7 +25,7 @@ var benchClusters atomic.Int32
 // 0.2-0.45 ms, and not kept).
 func BenchmarkWorkEventAfterWrite(b *testing.B) {
 	ctx, c, informers, src := newSourceEnv(b)
-	cluster := fmt.Sprintf("bench-%d", benchClusters.Add(1))
+	cluster := freshName("bench")
 	ns := flotillav1.ClusterNamespace(cluster)
 	var mu sync.Mutex
 	seen := map[string]chan time.Time{}
@@ -51,9 +45,7 @@ func BenchmarkWorkEventAfterWrite(b *testing.B) {
 		}
 	})
 	startInformers(ctx, b, informers)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
-	}
+	createNamespace(ctx, b, c, ns)
 	delays := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {

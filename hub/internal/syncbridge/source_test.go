@@ -52,6 +52,23 @@ func newSourceEnv(tb testing.TB) (context.Context, client.Client, cache.Cache, *
 	return ctx, c, informers, src
 }
 
+// freshCount numbers the clusters and namespaces this package's tests and
+// benchmarks make on their one apiserver.
+var freshCount atomic.Int32
+
+// freshName returns prefix-N, a name no earlier test or benchmark of this
+// process used: envtest never finishes deleting a namespace, so a second
+// run (-count=2, a benchmark's rounds) would find the first's.
+func freshName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, freshCount.Add(1)) }
+
+// createNamespace creates namespace ns through c.
+func createNamespace(ctx context.Context, tb testing.TB, c client.Client, ns string) {
+	tb.Helper()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		tb.Fatalf("creating namespace %s: %v", ns, err)
+	}
+}
+
 // startInformers starts informers and waits for their caches.
 func startInformers(ctx context.Context, tb testing.TB, informers cache.Cache) {
 	tb.Helper()
@@ -62,9 +79,6 @@ func startInformers(ctx context.Context, tb testing.TB, informers cache.Cache) {
 }
 
 func TestMain(m *testing.M) { envtestenv.Main(m, &sharedEnv) }
-
-// deletionIntentRuns numbers TestDeletionIntentFromTheInformer's runs.
-var deletionIntentRuns atomic.Int32
 
 // TestDeletionIntentFromTheInformer deletes Works on a real apiserver and
 // checks what the Work source says about each, when it tells the server:
@@ -85,13 +99,9 @@ func TestDeletionIntentFromTheInformer(t *testing.T) {
 	})
 	startInformers(ctx, t, informers)
 
-	// A cluster of its own per run: envtest never finishes deleting a
-	// namespace, so a second run (-count=2) would find the first's.
-	cluster := fmt.Sprintf("east-%d", deletionIntentRuns.Add(1))
+	cluster := freshName("east")
 	ns := flotillav1.ClusterNamespace(cluster)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(ctx, t, c, ns)
 	work := func(name string) *flotillav1.Work {
 		return &flotillav1.Work{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
